@@ -1,0 +1,200 @@
+/**
+ * The addon's exact surface (build/Release/giul.node, prebuilds/<platform>-<arch>/giul.node).
+ *
+ * This is the one contract between native/ and src/: src/binding.ts loads the addon and casts it
+ * to {@link GiulBinding} once; nothing else in src/ touches the addon. The addon knows nothing of
+ * idle power, stages, tokens or methods: it loads NVML, answers questions about devices off the JS
+ * thread, and runs one sampling thread per device that writes timestamped samples into a ring that
+ * TypeScript reads without a call per sample.
+ *
+ * Failures are values, never exceptions: every method resolves (or returns) either its result with
+ * `ok: true` or a {@link NativeFailure}. Only a call with arguments of the wrong type throws a
+ * TypeError, and src/ never makes one.
+ */
+
+/** Stable failure codes, one per cause; mirrored as a union in src/errors.ts. */
+export type NativeFailureCode =
+  /** dlopen of libnvidia-ml.so.1 (or GIUL_NVML_LIBRARY) failed: no driver installed. */
+  | "NVML_LIBRARY_NOT_FOUND"
+  /** A symbol the feature needs is missing from the library. */
+  | "NVML_SYMBOL_NOT_FOUND"
+  /** nvmlInit returned DRIVER_NOT_LOADED (9). */
+  | "NVML_DRIVER_NOT_LOADED"
+  /** nvmlInit returned another error. */
+  | "NVML_INIT_FAILED"
+  /** No device at that index, or its handle cannot be taken. */
+  | "NVML_DEVICE_NOT_FOUND"
+  /** GPU_IS_LOST (15) or GPU requires reset (16). */
+  | "NVML_GPU_LOST"
+  /** NOT_SUPPORTED (3) for the feature asked for. */
+  | "NVML_NOT_SUPPORTED"
+  /** Any other NVML error. */
+  | "NVML_CALL_FAILED"
+  /** The sampler cannot be started (thread creation failed, or out of memory). */
+  | "SAMPLER_FAILED";
+
+export interface NativeFailure {
+  readonly ok: false;
+  readonly code: NativeFailureCode;
+  /** The nvmlReturn_t value, when an NVML call produced the failure. */
+  readonly nvmlReturn: number | null;
+  /** For a person: what failed and, where known, how to fix it. */
+  readonly reason: string;
+}
+
+/** NVML loaded and initialised. */
+export interface NvmlInfo {
+  readonly ok: true;
+  /** What dlopen was given ("libnvidia-ml.so.1" or the GIUL_NVML_LIBRARY path). */
+  readonly library: string;
+  /** nvmlSystemGetDriverVersion, or null when it failed. */
+  readonly driverVersion: string | null;
+  /** nvmlSystemGetNVMLVersion, or null. */
+  readonly nvmlVersion: string | null;
+  /** nvmlDeviceGetCount_v2 (or v1). */
+  readonly deviceCount: number;
+  /**
+   * For each feature, the symbol that serves it, or null when the library lacks every candidate.
+   * Keys: init, count, handle, name, uuid, energy, power, fieldValues, memory, utilization,
+   * processes, processName, driverVersion.
+   */
+  readonly symbols: Readonly<Record<string, string | null>>;
+}
+
+/** One device's state, read off the JS thread. Each field is null when its read failed. */
+export interface DeviceInfo {
+  readonly ok: true;
+  readonly index: number;
+  readonly name: string | null;
+  readonly uuid: string | null;
+  readonly memoryTotalMib: number | null;
+  readonly memoryUsedMib: number | null;
+  readonly memoryFreeMib: number | null;
+  readonly utilizationPct: number | null;
+  /** nvmlDeviceGetTotalEnergyConsumption answered. */
+  readonly energyCounter: boolean;
+  /** Field 186 (instantaneous power) answered. */
+  readonly instantPower: boolean;
+  /** nvmlDeviceGetPowerUsage answered (on recent cards a 1 s trailing average). */
+  readonly powerUsage: boolean;
+  /** Power now in watts (instantaneous where offered), or null. */
+  readonly powerW: number | null;
+  /** Why a field is null or a feature false, per field name, for diagnosis. */
+  readonly notes: Readonly<Record<string, string>>;
+}
+
+export interface NativeProcess {
+  readonly pid: number;
+  /** null when NVML reports NVML_VALUE_NOT_AVAILABLE. */
+  readonly usedMib: number | null;
+  /** nvmlSystemGetProcessName, or null when it failed. */
+  readonly name: string | null;
+}
+
+export interface ProcessList {
+  readonly ok: true;
+  /** CLOCK_MONOTONIC ns at which the list was read (the midpoint of the call). */
+  readonly tNs: bigint;
+  readonly processes: readonly NativeProcess[];
+}
+
+/**
+ * Layout of the sampler ring, in Float64 slots (index into a Float64Array over the buffer).
+ *
+ * Header (slots 0..HEADER_SLOTS-1). Slot 0 holds two uint32 words: word 0 is the seqlock
+ * generation (odd while the thread writes, incremented twice per sample), word 1 the layout
+ * version. A consistent read: g = Atomics.load(u32, 0); g even; read; Atomics.load(u32, 0) === g.
+ *
+ * Sample k (k = 0, 1, 2, … counted since the sampler started) lives at
+ * HEADER_SLOTS + (k % capacity) * SAMPLE_SLOTS.
+ */
+export interface RingLayout {
+  readonly version: number;
+  readonly headerSlots: number;
+  readonly sampleSlots: number;
+  /** Header slot: number of samples written so far (the next k). */
+  readonly hHead: number;
+  /** Header slot: ring capacity in samples. */
+  readonly hCapacity: number;
+  /** Header slot: current period in ns. */
+  readonly hPeriodNs: number;
+  /** Header slot: 0 starting, 1 running, 2 failed (thread gave up), 3 stopped. */
+  readonly hState: number;
+  /** Header slot: the last nvmlReturn_t that failed a read (0 when none). */
+  readonly hLastError: number;
+  /** Header slot: 1 when the energy counter answered on the first tick. */
+  readonly hCounter: number;
+  /** Header slot: power source: 0 none, 1 field 186 (instant), 2 nvmlDeviceGetPowerUsage. */
+  readonly hPowerSource: number;
+  /** Header slot: smallest observed interval between counter changes, ns (0 until seen twice). */
+  readonly hCounterStepNs: number;
+  /** Sample slot: CLOCK_MONOTONIC ns minus epochNs, at the midpoint of the reads. */
+  readonly sT: number;
+  /** Sample slot: energy counter in mJ, NaN when the read failed or is unsupported. */
+  readonly sEnergyMj: number;
+  /** Sample slot: power in mW, NaN when the read failed. */
+  readonly sPowerMw: number;
+  /** Sample slot: running trapezoid integral of power in mJ since the sampler started. */
+  readonly sIntegralMj: number;
+  /** Sample slot: flags, see SampleFlag. */
+  readonly sFlags: number;
+  /** Sample slot: nvmlReturn_t of a failed read on this tick (0 when none). */
+  readonly sError: number;
+  /** Sample slot: count of faulty samples (any FAULT flag) up to and including this one. */
+  readonly sFaults: number;
+}
+
+/** Bits of the sFlags slot. */
+export interface SampleFlags {
+  /** The energy counter read succeeded. */
+  readonly ENERGY_OK: number;
+  /** The power read succeeded. */
+  readonly POWER_OK: number;
+  /** The counter went backwards since the previous good read (driver reload). FAULT. */
+  readonly COUNTER_BACKWARDS: number;
+  /** The counter rose faster than 5 kW since its previous change. FAULT. */
+  readonly COUNTER_JUMP: number;
+  /** A read that had succeeded before failed on this tick (GPU lost, …). FAULT. */
+  readonly READ_FAILED: number;
+}
+
+/** A reference to the process-wide sampling thread of one device. */
+export interface NativeSampler {
+  readonly ok: true;
+  /** The ring (see RingLayout), written by the thread, read by TypeScript. */
+  readonly buffer: ArrayBuffer;
+  /** CLOCK_MONOTONIC ns that sample times are relative to. */
+  readonly epochNs: bigint;
+  readonly device: number;
+  /**
+   * Ask for a period (ms, 1..1000). The thread runs at the shortest period any live reference
+   * asked for. Takes effect on the next tick.
+   */
+  setPeriod(periodMs: number): void;
+  /**
+   * Drop this reference. The thread is stopped and joined, and the ring freed, when the last
+   * reference in the process goes (references are also dropped by an environment's cleanup hook).
+   * Idempotent. The buffer stays readable (a final snapshot) after release.
+   */
+  release(): void;
+}
+
+export interface GiulBinding {
+  readonly layout: RingLayout;
+  readonly flags: SampleFlags;
+  /** Loads and initialises NVML once per process (off the JS thread); later calls share the result. */
+  nvmlInit(): Promise<NvmlInfo | NativeFailure>;
+  /** Reads one device's state off the JS thread. Needs nvmlInit to have succeeded. */
+  deviceInfo(index: number): Promise<DeviceInfo | NativeFailure>;
+  /** Reads the compute processes of a device (with names) off the JS thread. */
+  computeProcesses(index: number): Promise<ProcessList | NativeFailure>;
+  /**
+   * Takes a reference to the sampling thread of a device, starting it if none runs. Makes no NVML
+   * call on the calling thread. Needs nvmlInit to have succeeded.
+   */
+  openSampler(index: number, periodMs: number): NativeSampler | NativeFailure;
+  /** Sampler threads alive in this process (for tests and diagnostics). */
+  samplerThreads(): number;
+  /** clock_gettime(CLOCK_MONOTONIC) in ns, the clock of process.hrtime.bigint(). */
+  monotonicNs(): bigint;
+}
