@@ -1,2 +1,14 @@
-// Public surface of giul. Filled in by src/ modules as they land.
-export {};
+/**
+ * giul — what did this answer cost in energy? Joules charged above idle per request, from the
+ * GPU's own counter where it has one, labelled with how they were obtained.
+ */
+
+export type { BackendName } from "./backends/types.js";
+export type { ContendingProcess, EnergyRecord, Method } from "./energy.js";
+export { Energy } from "./energy.js";
+export type { GiulErrorCode } from "./errors.js";
+export { GiulError, isGiulError } from "./errors.js";
+export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter.js";
+export { Meter } from "./meter.js";
+export type { Node, ResolvedNode } from "./node.js";
+export { resolveNode } from "./node.js";

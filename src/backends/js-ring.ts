@@ -1,0 +1,129 @@
+import { FLAG, type Sample, type SampleRing } from "./ring-track.js";
+
+/** Above this a counter's rise is not a card drawing power but a reset or a glitch (mW). */
+const MAX_PLAUSIBLE_MW = 5_000_000;
+
+/**
+ * A ring written from JavaScript (the nvidia-smi sampler, and tests), with the same columns and
+ * fault rules as the addon's: running trapezoid integral of power, counter backwards/jump flags, a
+ * read that failed after succeeding, cumulative faults.
+ */
+export class JsRing implements SampleRing {
+  readonly epochNs: bigint;
+  readonly capacity: number;
+  private readonly data: Float64Array;
+  private written = 0;
+  private period: number;
+  private stepNs = 0;
+  private lastChangeT = Number.NaN;
+  private lastEnergy = Number.NaN;
+  private lastPowerT = Number.NaN;
+  private lastPower = Number.NaN;
+  private integral = 0;
+  private faults = 0;
+  private everEnergy = false;
+  private everPower = false;
+  private failed: string | null = null;
+
+  constructor(options: { epochNs: bigint; capacity?: number; periodNs: number }) {
+    this.epochNs = options.epochNs;
+    this.capacity = options.capacity ?? 16384;
+    this.period = options.periodNs;
+    this.data = new Float64Array(this.capacity * 7);
+  }
+
+  /**
+   * Appends a reading taken at `tNs` (CLOCK_MONOTONIC). `energyMj`/`powerMw` are NaN when that read
+   * failed or is not offered; `error` is the failure's code.
+   */
+  push(tNs: bigint, energyMj: number, powerMw: number, error = 0): void {
+    const t = Number(tNs - this.epochNs);
+    let flags = 0;
+    let fault = false;
+    if (!Number.isNaN(energyMj)) {
+      flags |= FLAG.ENERGY_OK;
+      if (!Number.isNaN(this.lastEnergy)) {
+        if (energyMj < this.lastEnergy) {
+          flags |= FLAG.COUNTER_BACKWARDS;
+          fault = true;
+        } else if (energyMj > this.lastEnergy) {
+          const dt = t - this.lastChangeT;
+          if (dt > 0 && ((energyMj - this.lastEnergy) / dt) * 1e9 > MAX_PLAUSIBLE_MW) {
+            flags |= FLAG.COUNTER_JUMP;
+            fault = true;
+          }
+          if (dt > 0 && (this.stepNs === 0 || dt < this.stepNs)) this.stepNs = dt;
+        }
+      }
+      if (energyMj !== this.lastEnergy) this.lastChangeT = t;
+      this.lastEnergy = energyMj;
+      this.everEnergy = true;
+    } else if (this.everEnergy) {
+      flags |= FLAG.READ_FAILED;
+      fault = true;
+    }
+    if (!Number.isNaN(powerMw)) {
+      flags |= FLAG.POWER_OK;
+      if (!Number.isNaN(this.lastPower))
+        this.integral += ((this.lastPower + powerMw) / 2) * ((t - this.lastPowerT) / 1e9);
+      this.lastPower = powerMw;
+      this.lastPowerT = t;
+      this.everPower = true;
+    } else if (this.everPower) {
+      flags |= FLAG.READ_FAILED;
+      fault = true;
+      // The integral cannot bridge a failed read: the next good reading starts a new segment.
+      this.lastPower = Number.NaN;
+    }
+    if (fault) this.faults += 1;
+    const base = (this.written % this.capacity) * 7;
+    const d = this.data;
+    d[base] = t;
+    d[base + 1] = energyMj;
+    d[base + 2] = powerMw;
+    d[base + 3] = this.integral;
+    d[base + 4] = flags;
+    d[base + 5] = error;
+    d[base + 6] = this.faults;
+    this.written += 1;
+  }
+
+  /** The source has failed for good (the child cannot be started, say). */
+  fail(reason: string | null): void {
+    this.failed = reason;
+  }
+
+  setPeriodNs(periodNs: number): void {
+    this.period = periodNs;
+  }
+
+  head(): number {
+    return this.written;
+  }
+
+  read(k: number, out: Sample): boolean {
+    if (k < 0 || k >= this.written || k < this.written - this.capacity) return false;
+    const base = (k % this.capacity) * 7;
+    const d = this.data;
+    out.t = d[base] as number;
+    out.energyMj = d[base + 1] as number;
+    out.powerMw = d[base + 2] as number;
+    out.integralMj = d[base + 3] as number;
+    out.flags = d[base + 4] as number;
+    out.error = d[base + 5] as number;
+    out.faults = d[base + 6] as number;
+    return true;
+  }
+
+  periodNs(): number {
+    return this.period;
+  }
+
+  counterStepNs(): number {
+    return this.stepNs;
+  }
+
+  failure(): string | null {
+    return this.failed;
+  }
+}

@@ -1,0 +1,141 @@
+import type { GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
+import { type RingSource, RingTrack, type Sample, type SampleRing } from "./ring-track.js";
+import type { BackendName } from "./types.js";
+
+/**
+ * The native backends: the addon's sampling thread writes a ring in memory shared with
+ * JavaScript; reading it is a few loads under a sequence lock, never an N-API or NVML call.
+ * `nvml_counter` uses the energy counter column, `nvml_sampler` the thread's integral of power.
+ */
+
+const NVML_ERRORS: Readonly<Record<number, string>> = {
+  1: "NVML not initialised",
+  2: "invalid argument",
+  3: "not supported",
+  4: "insufficient permissions",
+  9: "driver not loaded",
+  10: "timeout",
+  12: "NVML library not found",
+  13: "function not found",
+  15: "GPU is lost",
+  16: "GPU requires reset",
+  17: "the operating system blocked the request",
+  18: "driver/library version mismatch",
+  999: "unknown error",
+};
+
+export function describeNvmlError(code: number): string {
+  if (code === 0) return "no error recorded";
+  return `NVML error ${code} (${NVML_ERRORS[code] ?? "see nvml.h"})`;
+}
+
+/** A consistent view of the addon's ring (the seqlock protocol of binding.d.ts). */
+export class NativeRing implements SampleRing {
+  readonly epochNs: bigint;
+  readonly capacity: number;
+  private readonly f64: Float64Array;
+  private readonly u32: Uint32Array;
+  private readonly L: RingLayout;
+
+  constructor(sampler: NativeSampler, layout: RingLayout) {
+    this.epochNs = sampler.epochNs;
+    this.f64 = new Float64Array(sampler.buffer);
+    this.u32 = new Uint32Array(sampler.buffer);
+    this.L = layout;
+    this.capacity = this.f64[layout.hCapacity] ?? 0;
+  }
+
+  head(): number {
+    for (let tries = 0; tries < 64; tries++) {
+      const g = Atomics.load(this.u32, 0);
+      if (g & 1) continue;
+      const head = this.f64[this.L.hHead] ?? 0;
+      if (Atomics.load(this.u32, 0) === g) return head;
+    }
+    return this.f64[this.L.hHead] ?? 0;
+  }
+
+  read(k: number, out: Sample): boolean {
+    const L = this.L;
+    const base = L.headerSlots + (k % this.capacity) * L.sampleSlots;
+    const f = this.f64;
+    for (let tries = 0; tries < 64; tries++) {
+      const g = Atomics.load(this.u32, 0);
+      if (g & 1) continue;
+      const head = f[L.hHead] ?? 0;
+      if (k >= head || k < head - this.capacity || k < 0) return false;
+      out.t = f[base + L.sT] ?? Number.NaN;
+      out.energyMj = f[base + L.sEnergyMj] ?? Number.NaN;
+      out.powerMw = f[base + L.sPowerMw] ?? Number.NaN;
+      out.integralMj = f[base + L.sIntegralMj] ?? Number.NaN;
+      out.flags = f[base + L.sFlags] ?? 0;
+      out.error = f[base + L.sError] ?? 0;
+      out.faults = f[base + L.sFaults] ?? 0;
+      if (Atomics.load(this.u32, 0) === g) return true;
+    }
+    return false;
+  }
+
+  periodNs(): number {
+    return this.f64[this.L.hPeriodNs] ?? 10e6;
+  }
+
+  counterStepNs(): number {
+    return this.f64[this.L.hCounterStepNs] ?? 0;
+  }
+
+  failure(): string | null {
+    const state = this.f64[this.L.hState];
+    if (state === 2) {
+      return `the sampling thread cannot read the card: ${describeNvmlError(this.f64[this.L.hLastError] ?? 0)}`;
+    }
+    if (state === 3) return "the sampling thread stopped";
+    return null;
+  }
+}
+
+class NvmlSource implements RingSource {
+  readonly column: "energy" | "integral";
+  readonly averagedPower: boolean;
+  private sampler: NativeSampler | null = null;
+
+  constructor(
+    private readonly binding: GiulBinding,
+    private readonly index: number,
+    counter: boolean,
+    averagedPower: boolean,
+  ) {
+    this.column = counter ? "energy" : "integral";
+    this.averagedPower = averagedPower;
+  }
+
+  open(periodMs: number): SampleRing | string {
+    const sampler = this.binding.openSampler(this.index, periodMs);
+    if (!sampler.ok) return `cannot start the sampling thread: ${sampler.reason}`;
+    this.sampler = sampler;
+    return new NativeRing(sampler, this.binding.layout);
+  }
+
+  setPeriod(periodMs: number): void {
+    this.sampler?.setPeriod(periodMs);
+  }
+
+  close(): void {
+    this.sampler?.release();
+    this.sampler = null;
+  }
+
+  describeError(code: number): string {
+    return describeNvmlError(code);
+  }
+}
+
+/** A track over the addon's sampler of one card. */
+export function nvmlTrack(
+  binding: GiulBinding,
+  index: number,
+  options: { counter: boolean; instantPower: boolean },
+): RingTrack {
+  const backend: BackendName = options.counter ? "nvml_counter" : "nvml_sampler";
+  return new RingTrack(backend, new NvmlSource(binding, index, options.counter, !options.instantPower));
+}

@@ -1,0 +1,421 @@
+import type { SpanMeasurement } from "../energy.js";
+import type { Edge, Track } from "./track.js";
+import type { BackendName } from "./types.js";
+
+/**
+ * The window arithmetic shared by every sampling backend (the native thread's ring and the
+ * nvidia-smi sampler's): edges interpolated between the samples that bracket them, spans as the
+ * difference of a cumulative quantity, quality and faults over the samples in between. Only the
+ * source of samples differs between backends.
+ */
+
+/** One reading, as both rings store it. Times are ns relative to the ring's epoch. */
+export interface Sample {
+  t: number;
+  energyMj: number;
+  powerMw: number;
+  integralMj: number;
+  flags: number;
+  error: number;
+  faults: number;
+}
+
+/** Bits of Sample.flags (the same values as the addon's `flags`). */
+export const FLAG = Object.freeze({
+  ENERGY_OK: 1,
+  POWER_OK: 2,
+  COUNTER_BACKWARDS: 4,
+  COUNTER_JUMP: 8,
+  READ_FAILED: 16,
+});
+
+/** A sequence of samples k = 0, 1, 2, … of which the last `capacity` are kept. */
+export interface SampleRing {
+  readonly epochNs: bigint;
+  readonly capacity: number;
+  /** Number of samples written so far. */
+  head(): number;
+  /** Copies sample k into `out`; false when k is not (or no longer) held. */
+  read(k: number, out: Sample): boolean;
+  /** The sampling period now (ns). */
+  periodNs(): number;
+  /** Smallest observed interval between changes of the energy counter (ns), 0 when unknown. */
+  counterStepNs(): number;
+  /** Why no sample can be expected (the source failed for good), or null. */
+  failure(): string | null;
+}
+
+/** Where a ring comes from: opened on first use, closed a while after the last window leaves. */
+export interface RingSource {
+  /** Which cumulative column is the energy: the counter or the integral of power. */
+  readonly column: "energy" | "integral";
+  /** Power comes from a source that averages over about a second (nvmlDeviceGetPowerUsage). */
+  readonly averagedPower: boolean;
+  open(periodMs: number): SampleRing | string;
+  setPeriod(periodMs: number): void;
+  close(): void;
+  /** Describe an NVML (or other) error code carried by a sample. */
+  describeError(code: number): string;
+}
+
+const PENDING = 0;
+const RESOLVED = 1;
+const FAILED = 2;
+
+class RingEdge implements Edge {
+  readonly tNs: bigint;
+  /** ns relative to the ring's epoch. */
+  readonly t: number;
+  /** ring.head() when taken: the first sample that can lie after the edge is hint - 1. */
+  readonly hint: number;
+  readonly ring: SampleRing;
+  state = PENDING;
+  reason: string | null = null;
+  kA = 0;
+  kB = 0;
+  tA = 0;
+  tB = 0;
+  vA = 0;
+  vB = 0;
+  value = 0;
+  powerMw = 0;
+  deadline: number;
+
+  constructor(tNs: bigint, ring: SampleRing, deadline: number) {
+    this.tNs = tNs;
+    this.ring = ring;
+    this.t = Number(tNs - ring.epochNs);
+    this.hint = ring.head();
+    this.deadline = deadline;
+  }
+}
+
+interface Waiter {
+  edges: readonly RingEdge[];
+  done: () => void;
+}
+
+const LINGER_MS = 5_000;
+
+export class RingTrack implements Track {
+  readonly backend: BackendName;
+  private readonly source: RingSource;
+  private ring: SampleRing | null = null;
+  private openReason: string | null = null;
+  private users = 0;
+  private periodMs = Number.POSITIVE_INFINITY;
+  private lingerTimer: NodeJS.Timeout | null = null;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private waiters: Waiter[] = [];
+  private readyWaiters: { done: (reason: string | null) => void; deadline: number }[] = [];
+  private readonly scratch: Sample = {
+    t: 0,
+    energyMj: 0,
+    powerMw: 0,
+    integralMj: 0,
+    flags: 0,
+    error: 0,
+    faults: 0,
+  };
+  private readonly scratch2: Sample = { ...this.scratch };
+
+  private readonly clock: () => bigint;
+
+  /** `clock` is CLOCK_MONOTONIC ns (process.hrtime.bigint); tests pass their own. */
+  constructor(backend: BackendName, source: RingSource, clock: () => bigint = process.hrtime.bigint) {
+    this.backend = backend;
+    this.source = source;
+    this.clock = clock;
+  }
+
+  retain(periodMs: number): void {
+    this.users += 1;
+    if (this.lingerTimer) {
+      clearTimeout(this.lingerTimer);
+      this.lingerTimer = null;
+    }
+    if (this.ring === null) {
+      this.periodMs = periodMs;
+      const opened = this.source.open(periodMs);
+      if (typeof opened === "string") this.openReason = opened;
+      else {
+        this.ring = opened;
+        this.openReason = null;
+      }
+    } else if (periodMs < this.periodMs) {
+      this.periodMs = periodMs;
+      this.source.setPeriod(periodMs);
+    }
+  }
+
+  release(): void {
+    this.users -= 1;
+    if (this.users > 0) return;
+    this.users = 0;
+    if (this.ring === null) {
+      this.openReason = null;
+      return;
+    }
+    // Keep the sampler a while: at thousands of requests a second windows follow each other.
+    this.lingerTimer = setTimeout(() => this.shut(), LINGER_MS);
+    this.lingerTimer.unref();
+  }
+
+  private shut(): void {
+    this.lingerTimer = null;
+    if (this.users > 0 || this.ring === null) return;
+    this.ring = null;
+    this.periodMs = Number.POSITIVE_INFINITY;
+    this.source.close();
+  }
+
+  ready(): Promise<string | null> {
+    const ring = this.ring;
+    if (ring === null) return Promise.resolve(this.openReason ?? "the sampler is not running");
+    if (ring.head() > 0) return Promise.resolve(null);
+    return new Promise((done) => {
+      this.readyWaiters.push({ done, deadline: Date.now() + this.maxWaitMs() });
+      this.schedule();
+    });
+  }
+
+  edge(): Edge {
+    const tNs = this.clock();
+    const ring = this.ring;
+    if (ring === null) return { tNs };
+    const e = new RingEdge(tNs, ring, 0);
+    this.resolve(e);
+    return e;
+  }
+
+  settle(edges: readonly Edge[]): Promise<void> {
+    let pending: RingEdge[] | null = null;
+    for (const edge of edges) {
+      if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
+      this.resolve(edge);
+      if (edge.state === PENDING) {
+        if (pending === null) pending = [];
+        pending.push(edge);
+      }
+    }
+    if (pending === null) return Promise.resolve();
+    const deadline = Date.now() + this.maxWaitMs();
+    for (const e of pending) e.deadline = deadline;
+    const list = pending;
+    return new Promise((done) => {
+      this.waiters.push({ edges: list, done });
+      this.schedule();
+    });
+  }
+
+  span(from: Edge, to: Edge): SpanMeasurement {
+    if (!(from instanceof RingEdge) || !(to instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the window's edges" };
+    }
+    if (from.state !== RESOLVED)
+      return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
+    if (to.state !== RESOLVED) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
+    if (from.ring !== to.ring) return { ok: false, reason: "the sampler restarted inside the window" };
+    const ring = from.ring;
+    const s = this.scratch;
+    const seconds = (to.t - from.t) / 1e9;
+
+    // Faults between the samples that bracket the two edges: O(1) through the cumulative column.
+    const faultsBefore = this.readAt(ring, from.kA)?.faults;
+    const faultsAfter = this.readAt(ring, to.kB)?.faults;
+    if (faultsBefore === undefined || faultsAfter === undefined) {
+      return { ok: false, reason: "the window outlived the sampler's history" };
+    }
+    if (faultsAfter > faultsBefore)
+      return { ok: false, reason: this.describeFaults(ring, from.kA + 1, to.kB) };
+
+    const stepNs = ring.counterStepNs() > 0 ? ring.counterStepNs() : ring.periodNs();
+    const grossMj = to.value - from.value;
+    if (this.source.column === "energy" && to.t - from.t < stepNs) {
+      return {
+        ok: false,
+        reason:
+          `window of ${fmtMs(to.t - from.t)} ms is shorter than the energy counter's update step ` +
+          `(~${fmtMs(stepNs)} ms): too short to measure`,
+      };
+    }
+
+    // One pass over the samples covering the span: gaps, and for an integral of power the error
+    // that a trapezoid can make between samples.
+    let maxGap = 0;
+    let trapezoidErrMj = 0;
+    let pMin = Number.POSITIVE_INFINITY;
+    let pMax = Number.NEGATIVE_INFINITY;
+    const first = Math.max(from.kA, ring.head() - ring.capacity);
+    let prevT = Number.NaN;
+    let prevP = Number.NaN;
+    for (let k = first; k <= to.kB; k++) {
+      if (!ring.read(k, s)) continue;
+      if (!Number.isNaN(prevT)) {
+        const dt = s.t - prevT;
+        if (dt > maxGap) maxGap = dt;
+        if (this.source.column === "integral") trapezoidErrMj += (Math.abs(s.powerMw - prevP) * dt) / 2e9;
+      }
+      prevT = s.t;
+      prevP = s.powerMw;
+      if (s.powerMw < pMin) pMin = s.powerMw;
+      if (s.powerMw > pMax) pMax = s.powerMw;
+    }
+    const samples = Math.max(0, to.kA - from.kB + 1);
+    const edgeErrMj =
+      Math.max(from.value - from.vA, from.vB - from.value) + Math.max(to.value - to.vA, to.vB - to.value);
+    let uncertaintyMj = edgeErrMj;
+    let caveat: string | null = null;
+    if (this.source.column === "energy") {
+      // The counter's value is as of its last update: each edge may be up to one step stale.
+      uncertaintyMj += (Math.max(0, grossMj) / Math.max(seconds, 1e-9)) * (stepNs / 1e9);
+    } else {
+      uncertaintyMj += trapezoidErrMj;
+      if (this.source.averagedPower && Number.isFinite(pMax)) {
+        uncertaintyMj += ((pMax - pMin) * Math.min(1, seconds)) / 2;
+        caveat = "power from nvmlDeviceGetPowerUsage, a 1 s trailing average on Ampere and newer cards";
+      }
+    }
+    return {
+      ok: true,
+      grossJoules: grossMj / 1000,
+      samples,
+      maxGapMs: maxGap / 1e6,
+      uncertaintyJoules: uncertaintyMj / 1000,
+      caveat,
+    };
+  }
+
+  private readAt(ring: SampleRing, k: number): Sample | null {
+    return ring.read(k, this.scratch2) ? this.scratch2 : null;
+  }
+
+  private describeFaults(ring: SampleRing, from: number, to: number): string {
+    const s = this.scratch;
+    const seen = new Set<string>();
+    for (let k = Math.max(from, ring.head() - ring.capacity); k <= to; k++) {
+      if (!ring.read(k, s)) continue;
+      if (s.flags & FLAG.COUNTER_BACKWARDS) seen.add("the energy counter went backwards (driver reload?)");
+      if (s.flags & FLAG.COUNTER_JUMP)
+        seen.add("the energy counter jumped faster than any card draws (driver reload?)");
+      if (s.flags & FLAG.READ_FAILED) seen.add(`a read failed: ${this.source.describeError(s.error)}`);
+    }
+    const what = seen.size > 0 ? [...seen].join("; ") : "the sampler recorded a fault";
+    return `inside the window ${what}`;
+  }
+
+  /** Tries to evaluate a pending edge from the samples present now. */
+  private resolve(e: RingEdge): void {
+    const ring = e.ring;
+    const head = ring.head();
+    const oldest = Math.max(0, head - ring.capacity);
+    const s = this.scratch;
+    let k = Math.max(e.hint - 1, oldest);
+    if (e.hint - 1 < oldest && e.hint > 0) {
+      this.fail(e, "the window outlived the sampler's history");
+      return;
+    }
+    for (; k < head; k++) {
+      if (!ring.read(k, s)) continue;
+      if (s.t > e.t) break;
+    }
+    if (k >= head) {
+      const failure = ring.failure();
+      if (failure !== null) this.fail(e, failure);
+      return; // still pending
+    }
+    if (k === 0) {
+      this.fail(e, "the edge came before the sampler's first sample");
+      return;
+    }
+    const column = this.source.column;
+    const tB = s.t;
+    const vB = column === "energy" ? s.energyMj : s.integralMj;
+    const errB = s.error;
+    const pB = s.powerMw;
+    if (!ring.read(k - 1, s)) {
+      this.fail(e, "the window outlived the sampler's history");
+      return;
+    }
+    const vA = column === "energy" ? s.energyMj : s.integralMj;
+    if (Number.isNaN(vA) || Number.isNaN(vB)) {
+      const code = Number.isNaN(vB) ? errB : s.error;
+      this.fail(
+        e,
+        `no ${column === "energy" ? "energy counter" : "power"} reading at the edge: ${this.source.describeError(code)}`,
+      );
+      return;
+    }
+    e.kA = k - 1;
+    e.kB = k;
+    e.tA = s.t;
+    e.tB = tB;
+    e.vA = vA;
+    e.vB = vB;
+    e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
+    const span = tB - s.t;
+    e.value = span > 0 ? vA + ((vB - vA) * (e.t - s.t)) / span : vB;
+    e.state = RESOLVED;
+  }
+
+  private fail(e: RingEdge, reason: string): void {
+    e.state = FAILED;
+    e.reason = reason;
+  }
+
+  private maxWaitMs(): number {
+    const period = this.ring ? this.ring.periodNs() / 1e6 : this.periodMs;
+    return Math.max(1_000, 20 * (Number.isFinite(period) ? period : 10));
+  }
+
+  private schedule(): void {
+    if (this.pollTimer !== null) return;
+    const period = this.ring ? this.ring.periodNs() / 1e6 : 10;
+    const delay = Math.max(1, Math.min(20, Math.ceil(period / 2)));
+    // Not unref'd: a caller awaiting close() must keep the process alive until it resolves.
+    this.pollTimer = setTimeout(() => this.poll(), delay);
+  }
+
+  private poll(): void {
+    this.pollTimer = null;
+    const now = Date.now();
+    if (this.readyWaiters.length > 0) {
+      const ring = this.ring;
+      const stillWaiting: typeof this.readyWaiters = [];
+      for (const w of this.readyWaiters) {
+        if (ring !== null && ring.head() > 0) w.done(null);
+        else if (ring === null) w.done(this.openReason ?? "the sampler stopped");
+        else if (ring.failure() !== null) w.done(ring.failure());
+        else if (now >= w.deadline) w.done(`the sampler produced no sample in ${this.maxWaitMs()} ms`);
+        else stillWaiting.push(w);
+      }
+      this.readyWaiters = stillWaiting;
+    }
+    if (this.waiters.length > 0) {
+      const stillWaiting: Waiter[] = [];
+      for (const w of this.waiters) {
+        let pending = false;
+        for (const e of w.edges) {
+          if (e.state !== PENDING) continue;
+          this.resolve(e);
+          if (e.state === PENDING) {
+            if (now >= e.deadline) {
+              this.fail(
+                e,
+                `no sample came after the edge within ${this.maxWaitMs()} ms: the sampler stalled`,
+              );
+            } else pending = true;
+          }
+        }
+        if (pending) stillWaiting.push(w);
+        else w.done();
+      }
+      this.waiters = stillWaiting;
+    }
+    if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
+  }
+}
+
+function fmtMs(ns: number): string {
+  return String(Math.round(ns / 1e4) / 100);
+}

@@ -1,0 +1,31 @@
+import type { SpanMeasurement } from "../energy.js";
+import type { BackendName } from "./types.js";
+
+/**
+ * An instant at which a window (or stage) starts or ends. A track captures it at once and
+ * evaluates it later, when the samples around it exist.
+ */
+export interface Edge {
+  /** CLOCK_MONOTONIC ns when the edge was taken. */
+  readonly tNs: bigint;
+}
+
+/**
+ * One card's stream of readings, shared by every window on that card. Backends implement it;
+ * none of them applies the rules (src/energy.ts does).
+ */
+export interface Track {
+  readonly backend: BackendName;
+  /** Resolves when the track can take an edge with a sample before it; null, or why it cannot. */
+  ready(): Promise<string | null>;
+  /** Takes an edge now. Never throws, never blocks. */
+  edge(): Edge;
+  /** Resolves once every edge can be evaluated, or never can be. Never rejects. */
+  settle(edges: readonly Edge[]): Promise<void>;
+  /** Card energy between two settled edges, idle included, with its quality. */
+  span(from: Edge, to: Edge): SpanMeasurement;
+  /** A window starts using the track (and asks for a sampling period, ms). */
+  retain(periodMs: number): void;
+  /** A window stops using the track. */
+  release(): void;
+}

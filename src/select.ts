@@ -1,0 +1,144 @@
+import { nvmlTrack } from "./backends/nvml.js";
+import type { Track } from "./backends/track.js";
+import { BACKEND_NAMES, type BackendName, chooseLocalBackend } from "./backends/types.js";
+import { loadBinding } from "./binding.js";
+import { debug } from "./debug.js";
+import { GiulError } from "./errors.js";
+import { localCapabilities } from "./host.js";
+import type { ResolvedNode } from "./node.js";
+
+/**
+ * The one place that picks a backend for a node: nvml_counter → nvml_sampler → smi_sampler for a
+ * local card, remote_agent for a node with an agent, none otherwise. A card's support is probed
+ * once and cached; a card that could not be probed is probed again after a backoff, not on every
+ * request.
+ */
+
+export interface Selection {
+  readonly backend: BackendName;
+  /** The shared track of the card, or null for `none` (and for a backend that failed). */
+  readonly track: Track | null;
+  /** Why the node is metered this way, when it is not the best way (or not at all). */
+  readonly reason: string | null;
+}
+
+interface CacheEntry {
+  readonly selection: Promise<Selection>;
+  /** Date.now() after which a failed probe is tried again. */
+  retryAt: number;
+  failures: number;
+}
+
+const cache = new Map<string, CacheEntry>();
+const RETRY_BASE_MS = 5_000;
+const RETRY_MAX_MS = 300_000;
+
+/** The backend forced by GIUL_BACKEND (for diagnosis), or null. Throws on an unknown name. */
+export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
+  const raw = env.GIUL_BACKEND;
+  if (raw === undefined || raw === "") return null;
+  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || raw === "remote_agent") {
+    throw new GiulError(
+      "INVALID_OPTION",
+      `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, smi_sampler, none`,
+      { field: "GIUL_BACKEND" },
+    );
+  }
+  return raw as BackendName;
+}
+
+/** The selection for a node: cached per card, so every window on a card shares one track. */
+export function select(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
+  const key = node.isLocal ? `local:${node.gpuIndex}:${forced ?? ""}` : `remote:${node.powerEndpoint ?? ""}`;
+  const now = Date.now();
+  const hit = cache.get(key);
+  if (hit && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
+
+  const failures = hit ? hit.failures : 0;
+  const entry: CacheEntry = {
+    selection: Promise.resolve(null as unknown as Selection),
+    retryAt: 0,
+    failures,
+  };
+  const selection = probe(node, forced).then((sel) => {
+    if (sel.track === null && sel.backend !== "none") {
+      entry.failures += 1;
+      entry.retryAt = Date.now() + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (entry.failures - 1));
+    } else if (sel.track === null && sel.reason !== null && forced === null) {
+      // `none` because nothing could be probed: look again later (a driver may come back).
+      entry.failures += 1;
+      entry.retryAt = Date.now() + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (entry.failures - 1));
+    }
+    debug("node %s: backend %s%s", node.name, sel.backend, sel.reason ? ` (${sel.reason})` : "");
+    return sel;
+  });
+  (entry as { selection: Promise<Selection> }).selection = selection;
+  cache.set(key, entry);
+  return selection;
+}
+
+async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
+  try {
+    if (!node.isLocal) {
+      if (node.powerEndpoint === null) {
+        return { backend: "none", track: null, reason: "the node is not local and has no powerEndpoint" };
+      }
+      return {
+        backend: "none",
+        track: null,
+        reason: "metering through a giul-agent (remote_agent) is not available in this version",
+      };
+    }
+    const caps = await localCapabilities(node.gpuIndex);
+    const chosen = forced ?? chooseLocalBackend(caps);
+    if (forced !== null && forced !== "none" && !usable(forced, caps)) {
+      return {
+        backend: forced,
+        track: null,
+        reason: `GIUL_BACKEND=${forced} was forced but cannot serve card ${node.gpuIndex}: ${caps.reason ?? "not supported by the card"}`,
+      };
+    }
+    if (chosen === "nvml_counter" || chosen === "nvml_sampler") {
+      const loaded = loadBinding();
+      if (!loaded.ok) return { backend: "none", track: null, reason: loaded.reason };
+      const track = nvmlTrack(loaded.binding, node.gpuIndex, {
+        counter: chosen === "nvml_counter",
+        instantPower: caps.info?.instantPower ?? false,
+      });
+      return { backend: chosen, track, reason: null };
+    }
+    if (chosen === "smi_sampler") {
+      return {
+        backend: "none",
+        track: null,
+        reason: "the nvidia-smi sampler is not available in this version",
+      };
+    }
+    return {
+      backend: "none",
+      track: null,
+      reason: caps.reason ?? `no way to read card ${node.gpuIndex}'s power`,
+    };
+  } catch (error) {
+    // Metering never fails the caller: a probe that throws is a node we cannot meter.
+    return { backend: "none", track: null, reason: `probing the card failed: ${String(error)}` };
+  }
+}
+
+function usable(backend: BackendName, caps: Awaited<ReturnType<typeof localCapabilities>>): boolean {
+  switch (backend) {
+    case "nvml_counter":
+      return caps.nvml && caps.energyCounter;
+    case "nvml_sampler":
+      return caps.nvml && caps.nvmlPower;
+    case "smi_sampler":
+      return caps.smi;
+    default:
+      return true;
+  }
+}
+
+/** Forget every cached selection (for tests). Tracks in use keep working. */
+export function resetSelection(): void {
+  cache.clear();
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { GiulError } from "../src/errors.js";
+import { type Node, resolveNode } from "../src/node.js";
+
+const base: Node = { name: "iris", gpuIndex: 0, idleW: 38 };
+
+function fieldOf(node: unknown): string | undefined {
+  try {
+    resolveNode(node as Node);
+  } catch (error) {
+    expect(error).toBeInstanceOf(GiulError);
+    expect((error as GiulError).code).toBe("INVALID_NODE");
+    expect((error as GiulError).message).toContain((error as GiulError).field ?? "<no field>");
+    return (error as GiulError).field;
+  }
+  return undefined;
+}
+
+describe("Node validation", () => {
+  it("fills in defaults", () => {
+    expect(resolveNode({ name: "iris", idleW: 0 })).toEqual({
+      name: "iris",
+      gpuIndex: 0,
+      idleW: 0,
+      isLocal: true,
+      powerEndpoint: null,
+      servingMatch: null,
+      contentionIgnore: [],
+      contentionFloorMib: 0,
+    });
+  });
+
+  it("requires idleW, finite and ≥ 0, and never guesses it", () => {
+    expect(fieldOf({ name: "iris" })).toBe("node.idleW");
+    expect(fieldOf({ ...base, idleW: -1 })).toBe("node.idleW");
+    expect(fieldOf({ ...base, idleW: Number.NaN })).toBe("node.idleW");
+    expect(fieldOf({ ...base, idleW: Number.POSITIVE_INFINITY })).toBe("node.idleW");
+    expect(fieldOf({ ...base, idleW: "38" })).toBe("node.idleW");
+  });
+
+  it("names each bad field", () => {
+    expect(fieldOf(null)).toBe("node");
+    expect(fieldOf({ ...base, name: "" })).toBe("node.name");
+    expect(fieldOf({ ...base, gpuIndex: 1.5 })).toBe("node.gpuIndex");
+    expect(fieldOf({ ...base, gpuIndex: -1 })).toBe("node.gpuIndex");
+    expect(fieldOf({ ...base, isLocal: "yes" })).toBe("node.isLocal");
+    expect(fieldOf({ ...base, powerEndpoint: "not a url" })).toBe("node.powerEndpoint");
+    expect(fieldOf({ ...base, powerEndpoint: "ftp://x" })).toBe("node.powerEndpoint");
+    expect(fieldOf({ ...base, servingMatch: 3 })).toBe("node.servingMatch");
+    expect(fieldOf({ ...base, contentionIgnore: "Xorg" })).toBe("node.contentionIgnore");
+    expect(fieldOf({ ...base, contentionIgnore: ["Xorg", ""] })).toBe("node.contentionIgnore[1]");
+    expect(fieldOf({ ...base, contentionFloorMib: -5 })).toBe("node.contentionFloorMib");
+  });
+
+  it("reports unknown keys, pointing Python names at their camelCase", () => {
+    expect(fieldOf({ ...base, idle_w: 38 })).toBe("node.idle_w");
+    expect(() => resolveNode({ ...base, idle_w: 38 } as Node)).toThrow(/did you mean "idleW"/);
+    expect(fieldOf({ ...base, gpu: 1 })).toBe("node.gpu");
+  });
+
+  it("accepts a RegExp or a string for servingMatch", () => {
+    expect(resolveNode({ ...base, servingMatch: /vllm/i }).servingMatch).toEqual(/vllm/i);
+    expect(resolveNode({ ...base, servingMatch: "vllm" }).servingMatch).toBe("vllm");
+  });
+});

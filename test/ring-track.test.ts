@@ -1,0 +1,237 @@
+import { describe, expect, it } from "vitest";
+import { JsRing } from "../src/backends/js-ring.js";
+import { type RingSource, RingTrack } from "../src/backends/ring-track.js";
+
+// The window arithmetic shared by every sampling backend, driven by a synthetic card whose power
+// is known exactly: P(t) = 100 W before 0.5 s, 400 W from 0.5 s to 1.2 s, then 250 W.
+// Ground truth is the exact integral of that step function, computed independently below.
+const MS = 1_000_000n;
+const steps: [number, number][] = [
+  [0, 100],
+  [0.5, 400],
+  [1.2, 250],
+];
+function powerAt(s: number): number {
+  let p = steps[0]?.[1] ?? 0;
+  for (const [t, w] of steps) if (s >= t) p = w;
+  return p;
+}
+function truthJ(a: number, b: number): number {
+  // Exact: sum over the constant pieces.
+  const cuts = [a, ...steps.map(([t]) => t).filter((t) => t > a && t < b), b];
+  let e = 0;
+  for (let i = 0; i + 1 < cuts.length; i++)
+    e += powerAt(cuts[i] as number) * ((cuts[i + 1] as number) - (cuts[i] as number));
+  return e;
+}
+
+interface Card {
+  ring: JsRing;
+  track: RingTrack;
+  setNow(s: number): void;
+  /** Samples every periodS up to time s, with the counter updating every stepS. */
+  sampleUntil(s: number): void;
+}
+
+function card(options: {
+  column: "energy" | "integral";
+  periodS?: number;
+  stepS?: number;
+  capacity?: number;
+}): Card {
+  const epoch = 1_000_000_000n;
+  const periodS = options.periodS ?? 0.01;
+  const stepS = options.stepS ?? 0.01;
+  const ring = new JsRing({ epochNs: epoch, periodNs: periodS * 1e9, capacity: options.capacity ?? 16384 });
+  let now = epoch;
+  const toNs = (s: number) => epoch + BigInt(Math.round(s * 1e9));
+  const source: RingSource = {
+    column: options.column,
+    averagedPower: false,
+    open: () => ring,
+    setPeriod: () => {},
+    close: () => {},
+    describeError: (code) => `error ${code}`,
+  };
+  const track = new RingTrack(
+    options.column === "energy" ? "nvml_counter" : "nvml_sampler",
+    source,
+    () => now,
+  );
+  let next = 0;
+  return {
+    ring,
+    track,
+    setNow: (s) => {
+      now = toNs(s);
+    },
+    sampleUntil: (s) => {
+      for (; next <= s + 1e-12; next += periodS) {
+        // jitter the sample instants a little, as a real thread would
+        const t = next + (Math.sin(next * 977) * periodS) / 10;
+        const last = Math.floor(t / stepS) * stepS;
+        ring.push(toNs(t), 5e6 + truthJ(0, Math.max(0, last)) * 1000, powerAt(t) * 1000);
+      }
+    },
+  };
+}
+
+describe("RingTrack over the energy counter", () => {
+  it("measures a window with power steps inside it within 1% + one counter step of the truth", async () => {
+    const c = card({ column: "energy" });
+    c.track.retain(10);
+    c.sampleUntil(0.2);
+    c.setNow(0.2034);
+    const open = c.track.edge();
+    c.setNow(0.7517);
+    const mid = c.track.edge();
+    c.setNow(1.4071);
+    const close = c.track.edge();
+    c.sampleUntil(1.45);
+    await c.track.settle([open, mid, close]);
+    const total = c.track.span(open, close);
+    const stage = c.track.span(open, mid);
+    expect(total.ok && stage.ok).toBe(true);
+    if (!total.ok || !stage.ok) return;
+    const truth = truthJ(0.2034, 1.4071);
+    const stepJ = 400 * 0.01;
+    expect(Math.abs(total.grossJoules - truth)).toBeLessThanOrEqual(truth * 0.01 + stepJ);
+    expect(Math.abs(total.grossJoules - truth)).toBeLessThanOrEqual(total.uncertaintyJoules);
+    const truthStage = truthJ(0.2034, 0.7517);
+    expect(Math.abs(stage.grossJoules - truthStage)).toBeLessThanOrEqual(truthStage * 0.01 + stepJ);
+    expect(total.samples).toBeGreaterThanOrEqual(118);
+    expect(total.samples).toBeLessThanOrEqual(122);
+    expect(total.maxGapMs).toBeGreaterThan(5);
+    expect(total.maxGapMs).toBeLessThan(15);
+  });
+
+  it("interpolates each edge between the samples that bracket it", async () => {
+    // Slow sampling (100 ms), fine counter (1 ms): taking the nearest sample instead of
+    // interpolating would be off by tens of joules; interpolation is exact while power is steady.
+    const c = card({ column: "energy", periodS: 0.1, stepS: 0.001 });
+    c.track.retain(100);
+    c.sampleUntil(0.2);
+    c.setNow(0.2537);
+    const open = c.track.edge();
+    c.setNow(0.9461);
+    const close = c.track.edge();
+    c.sampleUntil(1.1);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(true);
+    if (!span.ok) return;
+    expect(Math.abs(span.grossJoules - truthJ(0.2537, 0.9461))).toBeLessThan(0.5);
+  });
+
+  it("refuses a window shorter than the counter's update step instead of reporting 0", async () => {
+    const c = card({ column: "energy", stepS: 0.1 });
+    c.track.retain(10);
+    c.sampleUntil(0.6);
+    c.setNow(0.6101);
+    const open = c.track.edge();
+    c.setNow(0.6302);
+    const close = c.track.edge();
+    c.sampleUntil(0.7);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/shorter than the energy counter's update step/);
+  });
+
+  it("fails a window in which the counter went backwards (driver reload)", async () => {
+    const c = card({ column: "energy" });
+    c.track.retain(10);
+    c.sampleUntil(0.3);
+    c.setNow(0.3);
+    const open = c.track.edge();
+    c.ring.push(1_000_000_000n + 305n * MS, 10, 100_000);
+    c.setNow(0.5);
+    const close = c.track.edge();
+    c.ring.push(1_000_000_000n + 520n * MS, 30_000, 100_000);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/went backwards/);
+  });
+
+  it("fails a window in which reads failed (GPU lost)", async () => {
+    const c = card({ column: "energy" });
+    c.track.retain(10);
+    c.sampleUntil(0.3);
+    c.setNow(0.3);
+    const open = c.track.edge();
+    c.ring.push(1_000_000_000n + 315n * MS, Number.NaN, Number.NaN, 15);
+    c.ring.push(1_000_000_000n + 325n * MS, Number.NaN, Number.NaN, 15);
+    c.setNow(0.33);
+    const close = c.track.edge();
+    c.ring.push(1_000_000_000n + 335n * MS, Number.NaN, Number.NaN, 15);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/error 15/);
+  });
+
+  it("waits for the first sample after the closing edge, and gives up on a stalled sampler", async () => {
+    const c = card({ column: "energy" });
+    c.track.retain(10);
+    c.sampleUntil(0.5);
+    c.setNow(0.25);
+    const open = c.track.edge();
+    c.setNow(0.505);
+    const close = c.track.edge();
+    let settled = false;
+    const waiting = c.track.settle([open, close]).then(() => {
+      settled = true;
+    });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(settled).toBe(false);
+    c.sampleUntil(0.52);
+    await waiting;
+    expect(c.track.span(open, close).ok).toBe(true);
+
+    c.setNow(0.53);
+    const stalled = c.track.edge();
+    const t0 = Date.now();
+    await c.track.settle([open, stalled]);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    const span = c.track.span(open, stalled);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/stalled/);
+  });
+
+  it("says so when the window outlived the ring's history", async () => {
+    const c = card({ column: "energy", capacity: 64 });
+    c.track.retain(10);
+    c.sampleUntil(0.1);
+    c.setNow(0.1);
+    const open = c.track.edge();
+    c.sampleUntil(2);
+    c.setNow(2);
+    const close = c.track.edge();
+    c.sampleUntil(2.05);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/outlived/);
+  });
+});
+
+describe("RingTrack over an integral of instantaneous power", () => {
+  it("is within its own uncertainty of the truth, and within 2% over a second", async () => {
+    const c = card({ column: "integral", periodS: 0.01 });
+    c.track.retain(10);
+    c.sampleUntil(0.1);
+    c.setNow(0.1049);
+    const open = c.track.edge();
+    c.setNow(1.3333);
+    const close = c.track.edge();
+    c.sampleUntil(1.4);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(true);
+    if (!span.ok) return;
+    const truth = truthJ(0.1049, 1.3333);
+    expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
+    expect(Math.abs(span.grossJoules - truth) / truth).toBeLessThan(0.02);
+  });
+});
