@@ -1,0 +1,501 @@
+/**
+ * The TypeScript side of the test doubles: writes the scenario file that scripts
+ * `libnvidia-ml.so.1` (test/fakes/nvml/fake_nvml.c) and the `nvidia-smi` stand-in, and computes
+ * the same ground truth the double serves (test/fakes/SCENARIO.md).
+ *
+ * ```ts
+ * const sc = writeScenario({
+ *   devices: [{ power: [[0, 100], [500, 100], [500, 300]], procs: [{ pid: 4242, usedMib: 1024, name: "vllm" }] }],
+ * });
+ * const child = spawn(process.execPath, ["server.js"], { env: { ...process.env, ...sc.env() } });
+ * // … later, with two CLOCK_MONOTONIC instants (process.hrtime.bigint()):
+ * expect(measuredJ).toBeCloseTo(sc.energyJ(0, fromNs, toNs), 1);
+ * sc.remove();
+ * ```
+ *
+ * Every computation here mirrors fake_nvml.c operation for operation (same IEEE doubles, same
+ * integer flooring of time), so `counterMj` and `powerUsageW` give exactly what the double answers.
+ */
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { FAKE_NVML, FAKE_SMI_BIN } from "./paths.js";
+
+/** nvmlReturn_t values (nvml-facts.md §1.3) for `initError`, `errors` and `handleError`. */
+export const NVML = {
+  SUCCESS: 0,
+  ERROR_UNINITIALIZED: 1,
+  ERROR_INVALID_ARGUMENT: 2,
+  ERROR_NOT_SUPPORTED: 3,
+  ERROR_NO_PERMISSION: 4,
+  ERROR_NOT_FOUND: 6,
+  ERROR_INSUFFICIENT_SIZE: 7,
+  ERROR_DRIVER_NOT_LOADED: 9,
+  ERROR_TIMEOUT: 10,
+  ERROR_LIBRARY_NOT_FOUND: 12,
+  ERROR_FUNCTION_NOT_FOUND: 13,
+  ERROR_GPU_IS_LOST: 15,
+  ERROR_RESET_REQUIRED: 16,
+  ERROR_LIB_RM_VERSION_MISMATCH: 18,
+  ERROR_UNKNOWN: 999,
+} as const;
+
+/** One breakpoint of the piecewise-linear power: `[t_ms from t0, watts]`. */
+export type PowerPoint = readonly [tMs: number, watts: number];
+
+/** A compute process resident on a device during `[fromMs, untilMs)` (default: always). */
+export interface ProcSpec {
+  readonly pid: number;
+  /** MiB of device memory; `"na"` is NVML_VALUE_NOT_AVAILABLE (ULLONG_MAX), as under WDDM. */
+  readonly usedMib: number | "na";
+  /** The process name (what nvmlSystemGetProcessName answers). */
+  readonly name: string;
+  readonly fromMs?: number;
+  readonly untilMs?: number;
+}
+
+/** From t0 + fromMs on, device calls (or calls of `fn` and its `_vN` versions) return `code`. */
+export interface ErrorSpec {
+  readonly fromMs: number;
+  readonly code: number;
+  readonly fn?: string;
+}
+
+/** The energy counter jumps by `deltaMj` at `tMs` (negative: goes back, as after a reload). */
+export interface JumpSpec {
+  readonly tMs: number;
+  readonly deltaMj: number | bigint;
+}
+
+/** One device; every field is optional and defaults as in SCENARIO.md. */
+export interface DeviceSpec {
+  readonly name?: string;
+  readonly uuid?: string;
+  /** Piecewise-linear power (W): a constant, or breakpoints. Default: a constant 50 W. */
+  readonly power?: number | readonly PowerPoint[];
+  /** nvmlDeviceGetTotalEnergyConsumption and fields 83/191 answer (default true). */
+  readonly counter?: boolean;
+  /** The counter changes only at multiples of this (ms from t0; default 10; 0: continuous). */
+  readonly counterStepMs?: number;
+  /** Counter value at t0, mJ (default 1 000 000). */
+  readonly energyOffsetMj?: number | bigint;
+  /** What nvmlDeviceGetPowerUsage returns (default "average", as on Ampere+ cards). */
+  readonly powerMode?: "average" | "instant";
+  /** The averaging window (default 1000 ms). */
+  readonly avgWindowMs?: number;
+  /** Field 186 answers with instantaneous power (default true). */
+  readonly instantField?: boolean;
+  /** Power readings only change at multiples of this (default 0: continuous). */
+  readonly powerUpdateMs?: number;
+  /** nvmlDeviceGetPowerUsage answers (default true). */
+  readonly powerSupported?: boolean;
+  /** Both memory APIs answer (default true; false: unified memory, NOT_SUPPORTED). */
+  readonly memSupported?: boolean;
+  readonly memTotalMib?: number;
+  readonly memUsedMib?: number;
+  /** Reserved memory: in v1 `used`, separate in v2 (default 0). */
+  readonly memReservedMib?: number;
+  /** Utilization answers (default true; false: NOT_SUPPORTED, as on MIG parents). */
+  readonly utilSupported?: boolean;
+  readonly utilGpu?: number;
+  readonly utilMem?: number;
+  /** nvmlDeviceGetHandleByIndex* returns this code for the device (default 0). */
+  readonly handleError?: number;
+  /** Power limits in W (default 700; enforced defaults to the management limit). */
+  readonly powerLimitW?: number;
+  readonly enforcedLimitW?: number;
+  readonly procs?: readonly ProcSpec[];
+  readonly errors?: readonly ErrorSpec[];
+  readonly counterJumps?: readonly JumpSpec[];
+}
+
+export interface LatencySpec {
+  readonly us: number;
+  /** Only calls of this symbol (and its `_vN` versions); otherwise every call. */
+  readonly fn?: string;
+}
+
+export interface ScenarioSpec {
+  /** CLOCK_MONOTONIC origin of every time (default: `process.hrtime.bigint()` when written). */
+  readonly t0Ns?: bigint;
+  readonly driverVersion?: string;
+  /** nvmlInit* return this NVML code (e.g. NVML.ERROR_DRIVER_NOT_LOADED). */
+  readonly initError?: number;
+  /** Every call sleeps this many µs first (shorthand for `latency: [{ us }]`). */
+  readonly latencyUs?: number;
+  readonly latency?: readonly LatencySpec[];
+  /** Every NVML call appends its symbol name and a newline to this file. */
+  readonly callsFile?: string;
+  /** Devices in index order (default: one device with every default). At most 16. */
+  readonly devices?: readonly DeviceSpec[];
+}
+
+/** A device with its defaults filled in: what the double uses. */
+interface ResolvedDevice {
+  readonly pts: readonly PowerPoint[];
+  readonly cum: readonly number[];
+  readonly counter: boolean;
+  readonly counterStepMs: number;
+  readonly energyOffsetMj: bigint;
+  readonly average: boolean;
+  readonly avgWindowMs: number;
+  readonly instantField: boolean;
+  readonly powerUpdateMs: number;
+  readonly powerSupported: boolean;
+  readonly jumps: readonly { tMs: number; deltaMj: bigint }[];
+}
+
+const MAX_DEVICES = 16;
+
+function quoteValue(key: string, v: string): string {
+  if (v.includes('"') || v.includes("\n")) throw new Error(`scenario: ${key} must not hold " or a newline`);
+  return /[\s#]/.test(v) || v === "" ? `"${v}"` : v;
+}
+
+function num(key: string, v: number): string {
+  if (!Number.isFinite(v)) throw new Error(`scenario: ${key} must be a finite number, got ${v}`);
+  return String(v);
+}
+
+function powerPoints(p: DeviceSpec["power"]): readonly PowerPoint[] {
+  if (p === undefined) return [[0, 50]];
+  if (typeof p === "number") return [[0, p]];
+  if (p.length === 0) throw new Error("scenario: power needs at least one point");
+  for (let i = 1; i < p.length; i++) {
+    const a = p[i - 1];
+    const b = p[i];
+    if (a && b && b[0] < a[0]) throw new Error(`scenario: power points go back in time at ${b[0]} ms`);
+  }
+  return p;
+}
+
+function resolve(d: DeviceSpec): ResolvedDevice {
+  const pts = powerPoints(d.power);
+  const cum: number[] = [0];
+  for (let i = 1; i < pts.length; i++) {
+    const a = pts[i - 1] as PowerPoint;
+    const b = pts[i] as PowerPoint;
+    cum.push((cum[i - 1] as number) + ((b[0] - a[0]) * (b[1] + a[1])) / 2);
+  }
+  return {
+    pts,
+    cum,
+    counter: d.counter ?? true,
+    counterStepMs: d.counterStepMs ?? 10,
+    energyOffsetMj: BigInt(d.energyOffsetMj ?? 1_000_000),
+    average: (d.powerMode ?? "average") === "average",
+    avgWindowMs: d.avgWindowMs ?? 1000,
+    instantField: d.instantField ?? true,
+    powerUpdateMs: d.powerUpdateMs ?? 0,
+    powerSupported: d.powerSupported ?? true,
+    jumps: (d.counterJumps ?? []).map((j) => ({ tMs: j.tMs, deltaMj: BigInt(j.deltaMj) })),
+  };
+}
+
+/** Renders a spec as the text of a scenario file. */
+export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
+  const out: string[] = ["# written by test/fakes/scenario.ts", `t0_ns ${t0Ns}`];
+  if (spec.driverVersion !== undefined)
+    out.push(`driver_version ${quoteValue("driverVersion", spec.driverVersion)}`);
+  if (spec.initError !== undefined) out.push(`init_error ${Math.trunc(spec.initError)}`);
+  if (spec.latencyUs !== undefined) out.push(`latency_us ${Math.trunc(spec.latencyUs)}`);
+  for (const l of spec.latency ?? []) {
+    out.push(`latency_us ${Math.trunc(l.us)}${l.fn ? ` fn=${l.fn}` : ""}`);
+  }
+  if (spec.callsFile !== undefined) out.push(`calls_file ${quoteValue("callsFile", spec.callsFile)}`);
+  const devices = spec.devices ?? [{}];
+  if (devices.length > MAX_DEVICES) throw new Error(`scenario: at most ${MAX_DEVICES} devices`);
+  devices.forEach((d, i) => {
+    const keys: string[] = [];
+    const flag = (k: string, v: boolean | undefined) => {
+      if (v !== undefined) keys.push(`${k}=${v ? 1 : 0}`);
+    };
+    const n = (k: string, v: number | undefined) => {
+      if (v !== undefined) keys.push(`${k}=${num(k, v)}`);
+    };
+    if (d.name !== undefined) keys.push(`name=${quoteValue("name", d.name)}`);
+    if (d.uuid !== undefined) keys.push(`uuid=${quoteValue("uuid", d.uuid)}`);
+    flag("counter", d.counter);
+    n("counter_step_ms", d.counterStepMs);
+    if (d.energyOffsetMj !== undefined) keys.push(`energy_offset_mj=${BigInt(d.energyOffsetMj)}`);
+    if (d.powerMode !== undefined) keys.push(`power_mode=${d.powerMode}`);
+    n("avg_window_ms", d.avgWindowMs);
+    flag("instant_field", d.instantField);
+    n("power_update_ms", d.powerUpdateMs);
+    flag("power", d.powerSupported);
+    flag("mem", d.memSupported);
+    n("mem_total_mib", d.memTotalMib);
+    n("mem_used_mib", d.memUsedMib);
+    n("mem_reserved_mib", d.memReservedMib);
+    flag("util", d.utilSupported);
+    n("util_gpu", d.utilGpu);
+    n("util_mem", d.utilMem);
+    n("handle_error", d.handleError);
+    n("power_limit_w", d.powerLimitW);
+    n("enforced_limit_w", d.enforcedLimitW);
+    out.push(`device ${i}${keys.length ? ` ${keys.join(" ")}` : ""}`);
+    const pts = powerPoints(d.power);
+    out.push(`power ${i} ${pts.map(([t, w]) => `${num("power t", t)} ${num("power W", w)}`).join(" ")}`);
+    for (const p of d.procs ?? []) {
+      if (p.name.includes("\n")) throw new Error("scenario: a process name must not hold a newline");
+      const used = p.usedMib === "na" ? "na" : num("usedMib", p.usedMib);
+      const from = p.fromMs !== undefined ? ` from_ms=${num("fromMs", p.fromMs)}` : "";
+      const until = p.untilMs !== undefined ? ` until_ms=${num("untilMs", p.untilMs)}` : "";
+      out.push(`proc ${i} ${Math.trunc(p.pid)} ${used}${from}${until} ${p.name}`);
+    }
+    for (const e of d.errors ?? []) {
+      out.push(`error ${i} ${num("fromMs", e.fromMs)} ${Math.trunc(e.code)}${e.fn ? ` fn=${e.fn}` : ""}`);
+    }
+    for (const j of d.counterJumps ?? []) {
+      out.push(`counter_jump ${i} ${num("tMs", j.tMs)} ${BigInt(j.deltaMj)}`);
+    }
+  });
+  return `${out.join("\n")}\n`;
+}
+
+/** `a` floored to a multiple of `b` (b > 0), for bigints (which divide toward zero). */
+function floorDiv(a: bigint, b: bigint): bigint {
+  const q = a / b;
+  return a % b !== 0n && a < 0n !== b < 0n ? q - 1n : q;
+}
+
+/** rel ns floored to a multiple of stepMs (0: unchanged), in ms; as floor_to_ms in the C. */
+function floorToMs(relNs: bigint, stepMs: number): number {
+  const stepNs = BigInt(Math.round(stepMs * 1e6));
+  if (stepNs <= 0n) return Number(relNs) / 1e6;
+  return Number(floorDiv(relNs, stepNs) * stepNs) / 1e6;
+}
+
+/** Index of the last breakpoint at or before t, for pts[0].t <= t < pts[last].t. */
+function segment(pts: readonly PowerPoint[], t: number): number {
+  let lo = 0;
+  let hi = pts.length - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if ((pts[mid] as PowerPoint)[0] <= t) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function powerAt(d: ResolvedDevice, t: number): number {
+  const p = d.pts;
+  const first = p[0] as PowerPoint;
+  const last = p[p.length - 1] as PowerPoint;
+  if (t < first[0]) return first[1];
+  if (t >= last[0]) return last[1];
+  const lo = segment(p, t);
+  const a = p[lo] as PowerPoint;
+  const b = p[lo + 1] as PowerPoint;
+  return a[1] + ((b[1] - a[1]) * (t - a[0])) / (b[0] - a[0]);
+}
+
+function prim(d: ResolvedDevice, t: number): number {
+  const p = d.pts;
+  const n = p.length;
+  const first = p[0] as PowerPoint;
+  const last = p[n - 1] as PowerPoint;
+  if (t <= first[0]) return (t - first[0]) * first[1];
+  if (t >= last[0]) return (d.cum[n - 1] as number) + (t - last[0]) * last[1];
+  const lo = segment(p, t);
+  const a = p[lo] as PowerPoint;
+  return (d.cum[lo] as number) + ((t - a[0]) * (a[1] + powerAt(d, t))) / 2;
+}
+
+/** Energy from t0 to t (ms from t0), in mJ (= W·ms). */
+function energyMjAt(d: ResolvedDevice, t: number): number {
+  return prim(d, t) - prim(d, 0);
+}
+
+/** A written scenario: its file, its clock origin, and its ground truth. */
+export class Scenario {
+  /** The scenario file (GIUL_FAKE_NVML_SCENARIO). */
+  readonly path: string;
+  /** The folder holding it (removed by {@link remove}). */
+  readonly dir: string;
+  private current: ScenarioSpec;
+  private devs: readonly ResolvedDevice[];
+  private origin: bigint;
+  private serial = 0;
+
+  constructor(spec: ScenarioSpec = {}, dir?: string) {
+    this.dir = dir ?? mkdtempSync(join(tmpdir(), "giul-scenario-"));
+    this.path = join(this.dir, "scenario.txt");
+    this.current = spec;
+    this.origin = spec.t0Ns ?? process.hrtime.bigint();
+    this.devs = (spec.devices ?? [{}]).map(resolve);
+    this.write();
+  }
+
+  /** CLOCK_MONOTONIC ns of the scenario's time 0. */
+  get t0Ns(): bigint {
+    return this.origin;
+  }
+
+  /** The spec now in the file. */
+  get spec(): ScenarioSpec {
+    return this.current;
+  }
+
+  /** Number of devices. */
+  get deviceCount(): number {
+    return this.devs.length;
+  }
+
+  /**
+   * Replaces the scenario (atomically: temp file + rename, which the double notices on its next
+   * call). `t0Ns` is kept unless the new spec gives one, so times stay on the same clock.
+   */
+  update(spec: ScenarioSpec): this {
+    this.current = spec;
+    if (spec.t0Ns !== undefined) this.origin = spec.t0Ns;
+    this.devs = (spec.devices ?? [{}]).map(resolve);
+    this.write();
+    return this;
+  }
+
+  private write(): void {
+    const text = renderScenario(this.current, this.origin);
+    const tmp = join(this.dir, `.scenario.${process.pid}.${this.serial++}.tmp`);
+    writeFileSync(tmp, text);
+    renameSync(tmp, this.path);
+  }
+
+  private device(index: number): ResolvedDevice {
+    const d = this.devs[index];
+    if (!d) throw new Error(`scenario: no device ${index} (there are ${this.devs.length})`);
+    return d;
+  }
+
+  /** The CLOCK_MONOTONIC instant `ms` milliseconds after t0. */
+  at(ms: number): bigint {
+    return this.origin + BigInt(Math.round(ms * 1e6));
+  }
+
+  /** Milliseconds from t0 of a CLOCK_MONOTONIC instant. */
+  msAt(tNs: bigint): number {
+    return Number(tNs - this.origin) / 1e6;
+  }
+
+  /** Milliseconds from t0 now. */
+  nowMs(): number {
+    return this.msAt(process.hrtime.bigint());
+  }
+
+  /**
+   * Exact energy in joules of the piecewise-linear power between two CLOCK_MONOTONIC instants
+   * (counter jumps and the counter's staircase excluded): the ground truth of a window.
+   */
+  energyJ(device: number, fromNs: bigint, toNs: bigint): number {
+    const d = this.device(device);
+    const a = Number(fromNs - this.origin) / 1e6;
+    const b = Number(toNs - this.origin) / 1e6;
+    return (energyMjAt(d, b) - energyMjAt(d, a)) / 1000;
+  }
+
+  /** Mean power in watts over a window: energyJ / seconds. */
+  meanPowerW(device: number, fromNs: bigint, toNs: bigint): number {
+    return this.energyJ(device, fromNs, toNs) / (Number(toNs - fromNs) / 1e9);
+  }
+
+  /** The true board power P(t) in watts (no update period, no averaging). */
+  powerW(device: number, tNs: bigint): number {
+    return powerAt(this.device(device), Number(tNs - this.origin) / 1e6);
+  }
+
+  /** Instantaneous power as the double reports it (field 186; GetPowerUsage in instant mode). */
+  instantW(device: number, tNs: bigint): number {
+    const d = this.device(device);
+    return powerAt(d, floorToMs(tNs - this.origin, d.powerUpdateMs));
+  }
+
+  /** Trailing-average power as the double reports it (field 185; GetPowerUsage in average mode). */
+  averageW(device: number, tNs: bigint): number {
+    const d = this.device(device);
+    const u = floorToMs(tNs - this.origin, d.powerUpdateMs);
+    return (energyMjAt(d, u) - energyMjAt(d, u - d.avgWindowMs)) / d.avgWindowMs;
+  }
+
+  /** What nvmlDeviceGetPowerUsage answers at t, in watts (null: NOT_SUPPORTED). */
+  powerUsageW(device: number, tNs: bigint): number | null {
+    const d = this.device(device);
+    if (!d.powerSupported) return null;
+    return d.average ? this.averageW(device, tNs) : this.instantW(device, tNs);
+  }
+
+  /** The same in integer mW, rounded as the double rounds. */
+  powerUsageMw(device: number, tNs: bigint): number | null {
+    const w = this.powerUsageW(device, tNs);
+    return w === null ? null : toMw(w);
+  }
+
+  /** The energy counter (mJ) the double answers at t, staircase and jumps included (null: none). */
+  counterMj(device: number, tNs: bigint): bigint | null {
+    const d = this.device(device);
+    if (!d.counter) return null;
+    const s = floorToMs(tNs - this.origin, d.counterStepMs);
+    let jumps = 0n;
+    for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
+    const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumps;
+    return v < 0n ? 0n : v;
+  }
+
+  /**
+   * The environment a child process needs to use the doubles: the scenario, the NVML double as
+   * GIUL_NVML_LIBRARY, and the nvidia-smi stand-in first on PATH. `extra` is merged last.
+   */
+  env(extra: Readonly<Record<string, string>> = {}): Record<string, string> {
+    return {
+      GIUL_FAKE_NVML_SCENARIO: this.path,
+      GIUL_NVML_LIBRARY: FAKE_NVML,
+      PATH: `${FAKE_SMI_BIN}${delimiter}${process.env.PATH ?? ""}`,
+      ...extra,
+    };
+  }
+
+  /** Deletes the scenario's folder. */
+  remove(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  [Symbol.dispose](): void {
+    this.remove();
+  }
+}
+
+/** Watts to the integer mW the double answers (rounded half away from zero, ≥ 0). */
+export function toMw(w: number): number {
+  const mw = w * 1000;
+  if (!(mw > 0)) return 0;
+  if (mw >= 4294967295) return 4294967295;
+  return Math.round(mw);
+}
+
+/** Writes a scenario to a fresh temporary folder and returns it. */
+export function writeScenario(spec: ScenarioSpec = {}): Scenario {
+  return new Scenario(spec);
+}
+
+/**
+ * Writes a scenario, runs `fn` with it, and removes it afterwards (also when `fn` throws).
+ * Also sets GIUL_FAKE_NVML_SCENARIO, GIUL_NVML_LIBRARY and PATH in this process for the
+ * duration, restoring them after, so in-process code (the addon) sees the double too.
+ */
+export async function withScenario<T>(spec: ScenarioSpec, fn: (sc: Scenario) => T | Promise<T>): Promise<T> {
+  const sc = new Scenario(spec);
+  const env = sc.env();
+  const saved = new Map<string, string | undefined>();
+  for (const [k, v] of Object.entries(env)) {
+    saved.set(k, process.env[k]);
+    process.env[k] = v;
+  }
+  try {
+    return await fn(sc);
+  } finally {
+    for (const [k, v] of saved) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    sc.remove();
+  }
+}
