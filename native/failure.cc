@@ -1,0 +1,65 @@
+#include "failure.h"
+
+#include <utility>
+
+#include "nvml_library.h"
+#include "nvml_types.h"
+
+namespace giul {
+
+Failure::Failure(Code code, std::optional<int> nvml_return, std::string reason)
+    : code_(code), nvml_return_(nvml_return), reason_(std::move(reason)) {}
+
+Failure Failure::FromNvml(int nvml_return, const std::string& what) {
+  std::string reason = what + " returned " + NvmlLibrary::DescribeReturn(nvml_return);
+  Code code = Code::kCallFailed;
+  if (nvml_return == nvml::kGpuIsLost || nvml_return == nvml::kResetRequired) {
+    code = Code::kGpuLost;
+    reason +=
+        "; the GPU fell off the bus or needs a reset (see `nvidia-smi -q` and the kernel log)";
+  } else if (nvml_return == nvml::kNotSupported) {
+    code = Code::kNotSupported;
+  } else if (nvml_return == nvml::kNoPermission) {
+    reason += "; the process lacks permission (containers and MIG may need privileges)";
+  }
+  return Failure(code, nvml_return, std::move(reason));
+}
+
+const char* Failure::CodeName(Code code) {
+  switch (code) {
+    case Code::kLibraryNotFound:
+      return "NVML_LIBRARY_NOT_FOUND";
+    case Code::kSymbolNotFound:
+      return "NVML_SYMBOL_NOT_FOUND";
+    case Code::kDriverNotLoaded:
+      return "NVML_DRIVER_NOT_LOADED";
+    case Code::kInitFailed:
+      return "NVML_INIT_FAILED";
+    case Code::kDeviceNotFound:
+      return "NVML_DEVICE_NOT_FOUND";
+    case Code::kGpuLost:
+      return "NVML_GPU_LOST";
+    case Code::kNotSupported:
+      return "NVML_NOT_SUPPORTED";
+    case Code::kCallFailed:
+      return "NVML_CALL_FAILED";
+    case Code::kSamplerFailed:
+      return "SAMPLER_FAILED";
+  }
+  return "NVML_CALL_FAILED";
+}
+
+Napi::Object Failure::ToObject(Napi::Env env) const {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("ok", Napi::Boolean::New(env, false));
+  out.Set("code", Napi::String::New(env, CodeName(code_)));
+  if (nvml_return_) {
+    out.Set("nvmlReturn", Napi::Number::New(env, *nvml_return_));
+  } else {
+    out.Set("nvmlReturn", env.Null());
+  }
+  out.Set("reason", Napi::String::New(env, reason_));
+  return out;
+}
+
+}  // namespace giul

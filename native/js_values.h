@@ -1,0 +1,22 @@
+// Conversions of native results to the JS shapes of binding.d.ts.
+#pragma once
+
+#include <napi.h>
+
+#include "device_reader.h"
+#include "nvml_library.h"
+
+namespace giul::js {
+
+/// NvmlInfo.
+Napi::Value FromInfo(Napi::Env env, const NvmlLibrary::Info& info);
+/// DeviceInfo.
+Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info);
+/// ProcessList.
+Napi::Value FromProcessList(Napi::Env env, const ProcessListData& list);
+/// RingLayout.
+Napi::Object Layout(Napi::Env env);
+/// SampleFlags.
+Napi::Object Flags(Napi::Env env);
+
+}  // namespace giul::js

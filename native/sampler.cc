@@ -1,0 +1,314 @@
+#include "sampler.h"
+
+#include <pthread.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "monotonic_clock.h"
+
+namespace giul {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+/// A counter that rises faster than this is faulty (mJ per ns = 5 kW).
+constexpr double kMaxMjPerNs = 5000.0 * 1000.0 / 1e9;
+
+void NameThisThread(unsigned int index) {
+  std::string name = "giul-gpu" + std::to_string(index);
+  name.resize(std::min<size_t>(name.size(), 15));  // the kernel keeps 15 bytes
+  pthread_setname_np(pthread_self(), name.c_str());
+}
+
+}  // namespace
+
+Sampler::Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library)
+    : index_(index),
+      library_(std::move(library)),
+      ring_(std::make_shared<Ring>()),
+      epoch_ns_(MonotonicNs()) {
+  ring_->header(RingLayout::kPeriodNs) = kDefaultPeriodMs * 1e6;
+}
+
+Sampler::~Sampler() {
+  RequestStop();
+  Join();
+}
+
+int Sampler::ClampPeriodMs(double period_ms) {
+  if (!(period_ms >= kMinPeriodMs)) {
+    return kMinPeriodMs;
+  }
+  if (period_ms > kMaxPeriodMs) {
+    return kMaxPeriodMs;
+  }
+  return static_cast<int>(std::lround(period_ms));
+}
+
+void Sampler::Start() { thread_ = std::thread(&Sampler::Run, this); }
+
+void Sampler::RequestStop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true, std::memory_order_release);
+  }
+  wake_.notify_all();
+}
+
+void Sampler::Join() {
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+uint64_t Sampler::AddReference(int period_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t id = next_id_++;
+  periods_[id] = period_ms;
+  period_changed_ = true;
+  wake_.notify_all();
+  return id;
+}
+
+size_t Sampler::RemoveReference(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  periods_.erase(id);
+  period_changed_ = true;
+  wake_.notify_all();
+  return periods_.size();
+}
+
+void Sampler::SetPeriod(uint64_t id, int period_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = periods_.find(id);
+  if (it == periods_.end()) {
+    return;
+  }
+  it->second = period_ms;
+  period_changed_ = true;
+  wake_.notify_all();
+}
+
+std::chrono::nanoseconds Sampler::PeriodLocked() const {
+  int period_ms = kMaxPeriodMs;
+  for (const auto& [id, ms] : periods_) {
+    period_ms = std::min(period_ms, ms);
+  }
+  if (periods_.empty()) {
+    period_ms = kDefaultPeriodMs;
+  }
+  if (failed_) {
+    period_ms = std::max(period_ms, kFailedPeriodMs);
+  }
+  return std::chrono::milliseconds(period_ms);
+}
+
+void Sampler::Run() {
+  NameThisThread(index_);
+  using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC
+  auto scheduled = Clock::now();
+  while (!stop_.load(std::memory_order_acquire)) {
+    Tick();
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Sleep to an absolute deadline (no drift); a period change recomputes it, a stop ends it.
+    bool stopping = false;
+    for (;;) {
+      auto deadline = scheduled + PeriodLocked();
+      bool woken = wake_.wait_until(lock, deadline, [this] {
+        return stop_.load(std::memory_order_acquire) || period_changed_;
+      });
+      if (!woken) {
+        scheduled = deadline;
+        break;
+      }
+      if (stop_.load(std::memory_order_acquire)) {
+        stopping = true;
+        break;
+      }
+      period_changed_ = false;
+    }
+    if (stopping) {
+      break;
+    }
+    auto now = Clock::now();
+    if (now - scheduled > PeriodLocked()) {
+      scheduled = now;  // fell behind by more than a period (slow NVML): skip, never burst
+    }
+  }
+  ring_->BeginWrite();
+  ring_->header(RingLayout::kState) = RingLayout::kStopped;
+  ring_->EndWrite();
+  finished_.store(true, std::memory_order_release);
+}
+
+void Sampler::Tick() {
+  const NvmlLibrary& lib = *library_;
+  uint32_t flags = 0;
+  nvml::Return error = nvml::kSuccess;
+  auto note_error = [&](nvml::Return r) {
+    if (error == nvml::kSuccess) {
+      error = r;
+    }
+  };
+  double energy_mj = kNaN;
+  double power_mw = kNaN;
+  unsigned long long energy = 0;
+  bool energy_ok = false;
+  bool power_ok = false;
+
+  int64_t started = MonotonicNs();
+  if (!have_device_) {
+    nvml::Return r = lib.get_handle(index_, &device_);
+    if (r == nvml::kSuccess) {
+      have_device_ = true;
+    } else {
+      note_error(r);
+    }
+  }
+  if (have_device_) {
+    if (energy_ != Support::kNo && lib.get_energy != nullptr) {
+      nvml::Return r = lib.get_energy(device_, &energy);
+      if (r == nvml::kSuccess) {
+        energy_ok = true;
+        energy_ = Support::kYes;
+      } else if (energy_ == Support::kYes) {
+        flags |= SampleFlag::kReadFailed;
+        note_error(r);
+      } else if (r == nvml::kNotSupported) {
+        energy_ = Support::kNo;
+      } else {
+        note_error(r);
+      }
+    }
+
+    bool try_usage = usage_ != Support::kNo && lib.get_power_usage != nullptr;
+    if (instant_ != Support::kNo && lib.get_field_values != nullptr) {
+      nvml::FieldValue field{};
+      field.fieldId = nvml::kFieldPowerInstant;
+      field.scopeId = 0;
+      nvml::Return r = lib.get_field_values(device_, 1, &field);
+      if (r == nvml::kSuccess) {
+        r = field.nvmlReturn;
+      }
+      double value = 0;
+      if (r == nvml::kSuccess && nvml::DecodeFieldValue(field, &value)) {
+        power_mw = value;
+        power_ok = true;
+        instant_ = Support::kYes;
+        power_source_ = 1;
+        try_usage = false;
+      } else if (instant_ == Support::kYes) {
+        flags |= SampleFlag::kReadFailed;
+        note_error(r != nvml::kSuccess ? r : nvml::kNotSupported);
+        try_usage = false;
+      } else if (r == nvml::kSuccess || r == nvml::kNotSupported || r == nvml::kInvalidArgument) {
+        instant_ = Support::kNo;  // an older driver that does not know field 186
+      } else {
+        note_error(r);
+      }
+    }
+    if (try_usage) {
+      unsigned int power = 0;
+      nvml::Return r = lib.get_power_usage(device_, &power);
+      if (r == nvml::kSuccess) {
+        power_mw = power;
+        power_ok = true;
+        usage_ = Support::kYes;
+        power_source_ = 2;
+      } else if (usage_ == Support::kYes) {
+        flags |= SampleFlag::kReadFailed;
+        note_error(r);
+      } else if (r == nvml::kNotSupported) {
+        usage_ = Support::kNo;
+      } else {
+        note_error(r);
+      }
+    }
+  }
+  int64_t finished = MonotonicNs();
+  const int64_t t = started + (finished - started) / 2 - epoch_ns_;
+
+  if (energy_ok) {
+    flags |= SampleFlag::kEnergyOk;
+    energy_mj = static_cast<double>(energy);
+    counter_header_ = 1;
+    if (have_energy_ && energy < prev_energy_) {
+      flags |= SampleFlag::kCounterBackwards;  // driver reload: start over from this value
+      change_seen_ = false;
+    } else if (have_energy_ && energy > prev_energy_) {
+      if (change_seen_) {
+        // The previous change happened after before_change_t_, this one by t: the true rate is at
+        // least delta / (t - before_change_t_), so this never flags a slow staircase.
+        double delta = static_cast<double>(energy - prev_energy_);
+        if (delta > kMaxMjPerNs * static_cast<double>(t - before_change_t_)) {
+          flags |= SampleFlag::kCounterJump;
+        }
+        int64_t step = t - change_obs_t_;
+        if (min_step_ns_ == 0 || step < min_step_ns_) {
+          min_step_ns_ = step;
+        }
+      }
+      change_seen_ = true;
+      before_change_t_ = prev_energy_t_;
+      change_obs_t_ = t;
+    }
+    have_energy_ = true;
+    prev_energy_ = energy;
+    prev_energy_t_ = t;
+  }
+  if (power_ok) {
+    flags |= SampleFlag::kPowerOk;
+    if (have_power_) {
+      // mW × ns / 1e9 = mJ.
+      integral_mj_ +=
+          (prev_power_mw_ + power_mw) / 2.0 * static_cast<double>(t - prev_power_t_) / 1e9;
+    }
+    have_power_ = true;
+    prev_power_mw_ = power_mw;
+    prev_power_t_ = t;
+  }
+  if (energy_ok || power_ok) {
+    any_read_ok_ = true;
+  }
+  if ((flags & SampleFlag::kFaults) != 0) {
+    faults_ += 1;
+  }
+  if (error != nvml::kSuccess) {
+    last_error_ = error;
+  } else if (!any_read_ok_ && last_error_ == 0) {
+    last_error_ = nvml::kNotSupported;  // nothing this device offers can be read
+  }
+  bool failed = !any_read_ok_;
+  if (failed != failed_) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed_ = failed;
+  }
+  double period_ns;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    period_ns = static_cast<double>(PeriodLocked().count());
+  }
+
+  ring_->BeginWrite();
+  double* sample = ring_->sample(head_);
+  sample[RingLayout::kT] = static_cast<double>(t);
+  sample[RingLayout::kEnergyMj] = energy_mj;
+  sample[RingLayout::kPowerMw] = power_mw;
+  sample[RingLayout::kIntegralMj] = integral_mj_;
+  sample[RingLayout::kFlags] = flags;
+  sample[RingLayout::kError] = error;
+  sample[RingLayout::kFaults] = faults_;
+  sample[7] = 0;
+  ++head_;
+  ring_->header(RingLayout::kHead) = static_cast<double>(head_);
+  ring_->header(RingLayout::kPeriodNs) = period_ns;
+  ring_->header(RingLayout::kState) = failed ? RingLayout::kFailed : RingLayout::kRunning;
+  ring_->header(RingLayout::kLastError) = last_error_;
+  ring_->header(RingLayout::kCounter) = counter_header_;
+  ring_->header(RingLayout::kPowerSource) = power_source_;
+  ring_->header(RingLayout::kCounterStepNs) = static_cast<double>(min_step_ns_);
+  ring_->EndWrite();
+}
+
+}  // namespace giul

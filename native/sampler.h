@@ -1,0 +1,104 @@
+// One device's sampling thread: reads the energy counter and power on a fixed period, stamps each
+// tick with CLOCK_MONOTONIC, integrates power, flags faults, and writes the ring. Shared by every
+// reference to the device in the process (see SamplerRegistry), which owns its lifetime.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "nvml_library.h"
+#include "ring.h"
+
+namespace giul {
+
+class Sampler {
+ public:
+  static constexpr int kMinPeriodMs = 1;
+  static constexpr int kMaxPeriodMs = 1000;
+  static constexpr int kDefaultPeriodMs = 10;
+  /// While no read has ever succeeded, the thread retries no faster than this.
+  static constexpr int kFailedPeriodMs = 100;
+
+  Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+  Sampler(Sampler&&) = delete;
+  Sampler& operator=(Sampler&&) = delete;
+
+  /// Starts the thread; throws std::system_error when it cannot be created.
+  void Start();
+  /// Sets the stop flag and wakes the thread; it exits after the read in progress, if any.
+  void RequestStop();
+  /// True once the thread function has returned (join() then does not block).
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+  void Join();
+
+  /// Reference bookkeeping; the registry serialises these under its own lock.
+  uint64_t AddReference(int period_ms);
+  /// Returns the references left.
+  size_t RemoveReference(uint64_t id);
+  void SetPeriod(uint64_t id, int period_ms);
+
+  unsigned int index() const { return index_; }
+  int64_t epoch_ns() const { return epoch_ns_; }
+  const std::shared_ptr<Ring>& ring() const { return ring_; }
+
+  static int ClampPeriodMs(double period_ms);
+
+ private:
+  enum class Support { kUnknown, kYes, kNo };
+
+  void Run();
+  void Tick();
+  std::chrono::nanoseconds PeriodLocked() const;
+
+  const unsigned int index_;
+  const std::shared_ptr<const NvmlLibrary> library_;
+  const std::shared_ptr<Ring> ring_;
+  const int64_t epoch_ns_;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool period_changed_ = false;      // guarded by mutex_
+  std::map<uint64_t, int> periods_;  // guarded by mutex_: reference id → period asked (ms)
+  uint64_t next_id_ = 1;             // guarded by mutex_
+
+  // Owned by the thread.
+  nvml::Device device_ = nullptr;
+  bool have_device_ = false;
+  Support energy_ = Support::kUnknown;
+  Support instant_ = Support::kUnknown;
+  Support usage_ = Support::kUnknown;
+  bool any_read_ok_ = false;
+  bool failed_ = false;  // read by the thread only
+  uint64_t head_ = 0;
+  double faults_ = 0;
+  double last_error_ = 0;
+  double counter_header_ = 0;
+  double power_source_ = 0;
+  // Energy counter tracking.
+  bool have_energy_ = false;
+  unsigned long long prev_energy_ = 0;
+  int64_t prev_energy_t_ = 0;
+  bool change_seen_ = false;     // a change was observed since the first read (or a reset)
+  int64_t before_change_t_ = 0;  // last read still showing the value before that change
+  int64_t change_obs_t_ = 0;     // read at which that change was first seen
+  int64_t min_step_ns_ = 0;
+  // Power integral.
+  bool have_power_ = false;
+  double prev_power_mw_ = 0;
+  int64_t prev_power_t_ = 0;
+  double integral_mj_ = 0;
+};
+
+}  // namespace giul

@@ -1,0 +1,111 @@
+#include "sampler_registry.h"
+
+#include <new>
+#include <system_error>
+
+namespace giul {
+namespace {
+
+// Stops and joins the threads still running when the process exits (return from main, exit(),
+// process.exit()), before the runtime tears down what they use.
+struct ShutdownAtExitGuard {
+  ShutdownAtExitGuard() { SamplerRegistry::Instance(); }
+  ~ShutdownAtExitGuard() { SamplerRegistry::Instance().ShutdownAtExit(); }
+};
+const ShutdownAtExitGuard kShutdownAtExit;
+
+}  // namespace
+
+SamplerRegistry& SamplerRegistry::Instance() {
+  // Process-wide by design; leaked so that a worker thread still running during exit never
+  // touches a destroyed object.
+  static SamplerRegistry* instance = new SamplerRegistry();
+  return *instance;
+}
+
+Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
+    std::shared_ptr<const NvmlLibrary> library, unsigned int index, int period_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ReapLocked();
+  if (shut_down_) {
+    return Failure(Failure::Code::kSamplerFailed, std::nullopt, "the process is exiting");
+  }
+  auto it = active_.find(index);
+  if (it != active_.end()) {
+    return Reference{it->second, it->second->AddReference(period_ms)};
+  }
+  try {
+    auto sampler = std::make_shared<Sampler>(index, std::move(library));
+    uint64_t id = sampler->AddReference(period_ms);
+    sampler->Start();
+    active_.emplace(index, sampler);
+    return Reference{std::move(sampler), id};
+  } catch (const std::system_error& error) {
+    return Failure(Failure::Code::kSamplerFailed, std::nullopt,
+                   std::string("cannot start the sampling thread: ") + error.what());
+  } catch (const std::bad_alloc&) {
+    return Failure(Failure::Code::kSamplerFailed, std::nullopt,
+                   "out of memory for the sampler ring");
+  }
+}
+
+void SamplerRegistry::Release(const Reference& reference) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (reference.sampler->RemoveReference(reference.id) == 0) {
+    auto it = active_.find(reference.sampler->index());
+    if (it != active_.end() && it->second == reference.sampler) {
+      active_.erase(it);
+      reference.sampler->RequestStop();
+      stopping_.push_back(reference.sampler);
+    }
+  }
+  ReapLocked();
+}
+
+void SamplerRegistry::ReapLocked() {
+  for (auto it = stopping_.begin(); it != stopping_.end();) {
+    if ((*it)->finished()) {
+      (*it)->Join();  // returns at once: the thread function has returned
+      it = stopping_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+int SamplerRegistry::AliveThreads() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ReapLocked();
+  int alive = 0;
+  for (const auto& [index, sampler] : active_) {
+    alive += sampler->finished() ? 0 : 1;
+  }
+  for (const auto& sampler : stopping_) {
+    alive += sampler->finished() ? 0 : 1;
+  }
+  return alive;
+}
+
+void SamplerRegistry::ShutdownAtExit() {
+  std::vector<std::shared_ptr<Sampler>> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shut_down_ = true;
+    for (auto& [index, sampler] : active_) {
+      all.push_back(sampler);
+    }
+    active_.clear();
+    for (auto& sampler : stopping_) {
+      all.push_back(sampler);
+    }
+    stopping_.clear();
+  }
+  for (auto& sampler : all) {
+    sampler->RequestStop();
+  }
+  for (auto& sampler : all) {
+    sampler->Join();
+  }
+}
+
+}  // namespace giul

@@ -1,0 +1,52 @@
+// The process-wide set of sampler threads, one per device, shared by every reference from every
+// environment. Stopping never blocks the caller: a thread asked to stop is joined once it has
+// returned (on a later call), and every thread left is stopped and joined at process exit.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "failure.h"
+#include "sampler.h"
+
+namespace giul {
+
+class SamplerRegistry {
+ public:
+  struct Reference {
+    std::shared_ptr<Sampler> sampler;
+    uint64_t id;
+  };
+
+  /// The process-wide registry (never destroyed; ShutdownAtExit() runs from a static destructor).
+  static SamplerRegistry& Instance();
+
+  SamplerRegistry(const SamplerRegistry&) = delete;
+  SamplerRegistry& operator=(const SamplerRegistry&) = delete;
+  SamplerRegistry(SamplerRegistry&&) = delete;
+  SamplerRegistry& operator=(SamplerRegistry&&) = delete;
+
+  /// Takes a reference to the device's thread, starting one if none runs. Makes no NVML call.
+  Result<Reference> Acquire(std::shared_ptr<const NvmlLibrary> library, unsigned int index,
+                            int period_ms);
+  /// Drops a reference; the last one stops the thread (without waiting for it).
+  void Release(const Reference& reference);
+  /// Threads whose function has not returned yet.
+  int AliveThreads();
+  /// Stops and joins every thread; later Acquire calls fail.
+  void ShutdownAtExit();
+
+ private:
+  SamplerRegistry() = default;
+  ~SamplerRegistry() = default;
+  void ReapLocked();
+
+  std::mutex mutex_;
+  bool shut_down_ = false;
+  std::map<unsigned int, std::shared_ptr<Sampler>> active_;
+  std::vector<std::shared_ptr<Sampler>> stopping_;
+};
+
+}  // namespace giul
