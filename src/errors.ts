@@ -43,7 +43,7 @@ const kGiulError: unique symbol = Symbol.for("giul.error");
 
 export class GiulError extends Error {
   readonly code: GiulErrorCode;
-  readonly field?: string;
+  declare readonly field?: string;
   readonly [kGiulError] = true;
 
   constructor(code: GiulErrorCode, message: string, options: GiulErrorOptions = {}) {

@@ -1,0 +1,220 @@
+/**
+ * giul-probe against the libnvidia-ml test double: what it prints must match the scenario (the
+ * ground truth), in JSON and for a person, and it exits 0 whatever the host lacks.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { FAKE_SMI_BIN, ROOT } from "./fakes/paths.js";
+import { NVML, type Scenario, type ScenarioSpec, writeScenario } from "./fakes/scenario.js";
+
+const PROBE = join(ROOT, "dist", "cli", "probe.js");
+
+interface Ran {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function probe(args: readonly string[], env: Readonly<Record<string, string>>): Ran {
+  const base: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith("GIUL_")) base[key] = value;
+  const result = spawnSync(process.execPath, [PROBE, ...args], {
+    env: { ...base, ...env },
+    encoding: "utf8",
+    timeout: 20_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+interface DeviceJson {
+  index: number;
+  name: string | null;
+  uuid: string | null;
+  memoryUsedMib: number | null;
+  memoryTotalMib: number | null;
+  energyCounter: boolean;
+  instantPower: boolean;
+  powerUsage: boolean;
+  backend: string;
+}
+
+interface ProbeJson {
+  addon: { loaded: boolean };
+  nvml: { available: boolean; reason: string | null; code: string | null; driverVersion: string | null };
+  smi: { path: string | null };
+  devices: DeviceJson[];
+}
+
+function probeJson(env: Readonly<Record<string, string>>): ProbeJson {
+  const ran = probe(["--json"], env);
+  expect(ran.stderr).toBe("");
+  expect(ran.status).toBe(0);
+  // Exactly one JSON object on stdout.
+  return JSON.parse(ran.stdout) as ProbeJson;
+}
+
+/** The block of human output about one card (from its "GPU <i>" line to the next blank line). */
+function cardSection(text: string, index: number): string {
+  const start = text.indexOf(`GPU ${index}  `);
+  expect(start).toBeGreaterThanOrEqual(0);
+  const end = text.indexOf("\n\n", start);
+  return text.slice(start, end === -1 ? undefined : end);
+}
+
+const TWO_CARDS: ScenarioSpec = {
+  driverVersion: "575.51.03",
+  devices: [
+    {
+      name: "NVIDIA H100 80GB HBM3",
+      uuid: "GPU-11111111-2222-3333-4444-555555555555",
+      counter: true,
+      memTotalMib: 81559,
+      memUsedMib: 1024,
+      power: 120,
+    },
+    {
+      name: "Tesla T4",
+      uuid: "GPU-66666666-7777-8888-9999-000000000000",
+      counter: false,
+      instantField: false,
+      powerMode: "average",
+      memTotalMib: 15360,
+      memUsedMib: 300,
+      power: 30,
+    },
+  ],
+};
+
+let scenario: Scenario | undefined;
+afterEach(() => {
+  scenario?.remove();
+  scenario = undefined;
+});
+
+describe("giul-probe with two cards, one with the energy counter and one without", () => {
+  it("--json reports each card as the scenario declares it, and the backend each would use", () => {
+    scenario = writeScenario(TWO_CARDS);
+    const report = probeJson(scenario.env());
+    expect(report.addon.loaded).toBe(true);
+    expect(report.nvml).toMatchObject({ available: true, reason: null, driverVersion: "575.51.03" });
+    expect(report.devices).toHaveLength(2);
+    expect(report.devices[0]).toMatchObject({
+      index: 0,
+      name: "NVIDIA H100 80GB HBM3",
+      uuid: "GPU-11111111-2222-3333-4444-555555555555",
+      memoryUsedMib: 1024,
+      memoryTotalMib: 81559,
+      energyCounter: true,
+      instantPower: true,
+      backend: "nvml_counter",
+    });
+    expect(report.devices[1]).toMatchObject({
+      index: 1,
+      name: "Tesla T4",
+      uuid: "GPU-66666666-7777-8888-9999-000000000000",
+      memoryUsedMib: 300,
+      memoryTotalMib: 15360,
+      energyCounter: false,
+      instantPower: false,
+      powerUsage: true,
+      backend: "nvml_sampler",
+    });
+    const smi = join(FAKE_SMI_BIN, "nvidia-smi");
+    expect(report.smi.path).toBe(existsSync(smi) ? smi : null);
+  });
+
+  it("human output lists each card with its memory, features and backend", () => {
+    scenario = writeScenario(TWO_CARDS);
+    const ran = probe([], scenario.env());
+    expect(ran.status).toBe(0);
+    expect(ran.stderr).toBe("");
+    expect(ran.stdout).toMatch(/^NVML\s+loaded .*driver 575\.51\.03/m);
+    expect(ran.stdout).not.toContain("No NVIDIA GPU found");
+    const first = cardSection(ran.stdout, 0);
+    expect(first).toContain("NVIDIA H100 80GB HBM3");
+    expect(first).toMatch(/memory\s+1024 \/ 81559 MiB used/);
+    expect(first).toMatch(/energy counter\s+yes/);
+    expect(first).toMatch(/instantaneous power\s+yes/);
+    expect(first).toMatch(/backend\s+nvml_counter: \S/);
+    const second = cardSection(ran.stdout, 1);
+    expect(second).toContain("Tesla T4");
+    expect(second).toMatch(/memory\s+300 \/ 15360 MiB used/);
+    expect(second).toMatch(/energy counter\s+no/);
+    expect(second).toMatch(/instantaneous power\s+no/);
+    expect(second).toMatch(/backend\s+nvml_sampler: \S/);
+  });
+});
+
+describe("giul-probe where a card offers no NVML power", () => {
+  const NO_POWER: ScenarioSpec = {
+    devices: [{ name: "Mystery", counter: false, instantField: false, powerSupported: false }],
+  };
+
+  it("without nvidia-smi the backend is none", () => {
+    scenario = writeScenario(NO_POWER);
+    const report = probeJson(scenario.env({ PATH: "/usr/bin:/bin" }));
+    expect(report.smi.path).toBeNull();
+    expect(report.devices[0]).toMatchObject({ energyCounter: false, instantPower: false, powerUsage: false });
+    expect(report.devices[0]?.backend).toBe("none");
+  });
+
+  it("with an nvidia-smi (GIUL_NVIDIA_SMI) the backend is smi_sampler", () => {
+    scenario = writeScenario(NO_POWER);
+    const smi = "/bin/true";
+    const report = probeJson(scenario.env({ PATH: "/usr/bin:/bin", GIUL_NVIDIA_SMI: smi }));
+    expect(report.smi.path).toBe(smi);
+    expect(report.devices[0]?.backend).toBe("smi_sampler");
+  });
+});
+
+describe("giul-probe without a usable NVML", () => {
+  const ABSENT = { GIUL_NVML_LIBRARY: "/nonexistent/libnvidia-ml.so.1" };
+
+  it("NVML absent: --json says unavailable with the reason, no devices, exit 0", () => {
+    const report = probeJson(ABSENT);
+    expect(report.nvml.available).toBe(false);
+    expect(report.nvml.code).toBe("NVML_LIBRARY_NOT_FOUND");
+    expect(report.nvml.reason).toContain("/nonexistent/libnvidia-ml.so.1");
+    expect(report.nvml.driverVersion).toBeNull();
+    expect(report.devices).toEqual([]);
+  });
+
+  it("NVML absent: the human output says plainly that there is no GPU, and why", () => {
+    const ran = probe([], ABSENT);
+    expect(ran.status).toBe(0);
+    expect(ran.stderr).toBe("");
+    const line = ran.stdout.split("\n").find((l) => l.startsWith("No NVIDIA GPU found: "));
+    expect(line).toBeDefined();
+    expect(line).toContain("/nonexistent/libnvidia-ml.so.1");
+  });
+
+  it("driver not loaded (nvmlInit returns 9): the reason says so", () => {
+    scenario = writeScenario({ initError: NVML.ERROR_DRIVER_NOT_LOADED, devices: [{}] });
+    const report = probeJson(scenario.env());
+    expect(report.nvml.available).toBe(false);
+    expect(report.nvml.code).toBe("NVML_DRIVER_NOT_LOADED");
+    expect(report.nvml.reason).toMatch(/driver/i);
+    expect(report.devices).toEqual([]);
+    const ran = probe([], scenario.env());
+    expect(ran.status).toBe(0);
+    expect(ran.stdout).toMatch(/^No NVIDIA GPU found: .*driver/im);
+  });
+});
+
+describe("giul-probe arguments", () => {
+  it("--help prints the usage and exits 0", () => {
+    const ran = probe(["--help"], {});
+    expect(ran.status).toBe(0);
+    expect(ran.stdout).toContain("Usage: giul-probe [--json]");
+  });
+
+  it("an unknown argument exits 2 with the usage on stderr", () => {
+    const ran = probe(["--frobnicate"], {});
+    expect(ran.status).toBe(2);
+    expect(ran.stdout).toBe("");
+    expect(ran.stderr).toContain("--frobnicate");
+    expect(ran.stderr).toContain("Usage: giul-probe");
+  });
+});
