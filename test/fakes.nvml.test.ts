@@ -82,6 +82,29 @@ function read(sc: Scenario, ops: string[], o: ReadOptions = {}): Reading[] {
   return parse(r.stdout);
 }
 
+/** Runs the reader in the background; `during` runs once its first op has answered. */
+async function readWhile(
+  sc: Scenario,
+  ops: string[],
+  o: ReadOptions,
+  during: () => void | Promise<void>,
+): Promise<Reading[]> {
+  const child = spawn(READER, args(ops, o), { env: { ...process.env, ...sc.env() } });
+  let out = "";
+  let fired = false;
+  let pending: Promise<void> = Promise.resolve();
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    out += d;
+    if (!fired && out.includes('"iter":0')) {
+      fired = true;
+      pending = Promise.resolve(during());
+    }
+  });
+  await new Promise((r) => child.on("close", r));
+  await pending;
+  return parse(out);
+}
+
 function one(rs: Reading[], op: string, iter = 0): Reading {
   const r = rs.find((x) => x.op === op && x.iter === iter);
   if (!r) throw new Error(`no ${op} reading for iteration ${iter}`);
@@ -265,18 +288,21 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
     expect(sc.powerW(0, sc.at(150))).toBeCloseTo(115, 9);
   });
 
-  it("errors start at their time, for every device call or for one symbol", () => {
-    const sc = scenario({
-      devices: [{ power: 100, errors: [{ fromMs: 150, code: NVML.ERROR_GPU_IS_LOST }] }],
+  it("errors start at their time, for every device call or for one symbol", async () => {
+    const sc = scenario({ devices: [{ power: 100 }] });
+    let fromMs = 0;
+    // once the reader runs, the error is scheduled 100 ms ahead (the double re-reads the file)
+    const rs = await readWhile(sc, ["energy", "name"], { n: 16, intervalMs: 20 }, () => {
+      fromMs = sc.nowMs() + 100;
+      sc.update({ devices: [{ power: 100, errors: [{ fromMs, code: NVML.ERROR_GPU_IS_LOST }] }] });
     });
-    const rs = read(sc, ["energy", "name"], { n: 8, intervalMs: 40 });
     let before = 0;
     let after = 0;
     for (const r of rs.filter((x) => x.op === "energy" || x.op === "name")) {
-      if (t1(r) < sc.at(150)) {
+      if (t1(r) < sc.at(fromMs)) {
         expect(r.ret).toBe(NVML.SUCCESS);
         before++;
-      } else if (t(r) >= sc.at(150)) {
+      } else if (t(r) >= sc.at(fromMs)) {
         expect(r.ret).toBe(NVML.ERROR_GPU_IS_LOST);
         after++;
       }
@@ -509,19 +535,15 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
 
   it("re-reads the scenario when the file is replaced", async () => {
     const sc = scenario({ devices: [{ name: "before", power: 100 }] });
-    const child = spawn(READER, args(["name", "power"], { n: 25, intervalMs: 20 }), {
-      env: { ...process.env, ...sc.env() },
+    let swappedAt = 0n;
+    let swappedDone = 0n;
+    const all = await readWhile(sc, ["name", "power"], { n: 25, intervalMs: 20 }, async () => {
+      await new Promise((r) => setTimeout(r, 60));
+      swappedAt = process.hrtime.bigint();
+      sc.update({ devices: [{ name: "after", power: 300 }] });
+      swappedDone = process.hrtime.bigint();
     });
-    let out = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => {
-      out += d;
-    });
-    await new Promise((r) => setTimeout(r, 150));
-    const swappedAt = process.hrtime.bigint();
-    sc.update({ devices: [{ name: "after", power: 300 }] });
-    const swappedDone = process.hrtime.bigint();
-    await new Promise((r) => child.on("close", r));
-    const rs = parse(out).filter((r) => r.op === "name");
+    const rs = all.filter((r) => r.op === "name");
     expect(rs.length).toBe(25);
     for (const r of rs) {
       if (t1(r) < swappedAt) expect(r.value).toBe("before");
@@ -529,5 +551,6 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
     }
     expect(rs.some((r) => r.value === "before")).toBe(true);
     expect(rs.some((r) => r.value === "after")).toBe(true);
+    for (const p of all.filter((r) => r.op === "power" && t(r) > swappedDone)) expect(p.value).toBe(300_000);
   });
 });

@@ -18,8 +18,8 @@
  */
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
-import { FAKE_NVML, FAKE_SMI_BIN } from "./paths.js";
+import { delimiter, isAbsolute, join } from "node:path";
+import { FAKE_NVML, FAKE_SMI_BIN, ROOT } from "./paths.js";
 
 /** nvmlReturn_t values (nvml-facts.md §1.3) for `initError`, `errors` and `handleError`. */
 export const NVML = {
@@ -498,4 +498,19 @@ export async function withScenario<T>(spec: ScenarioSpec, fn: (sc: Scenario) => 
     }
     sc.remove();
   }
+}
+
+/** The folder of restated real nvidia-smi outputs (test/fakes/smi/captures/README.md). */
+export const SMI_CAPTURES = join(ROOT, "test", "fakes", "smi", "captures");
+
+/**
+ * The environment that makes the nvidia-smi stand-in replay a capture verbatim and exit with
+ * `exitCode`: `capture` is a file name in {@link SMI_CAPTURES} or an absolute path.
+ */
+export function smiReplayEnv(capture: string, exitCode = 0): Record<string, string> {
+  return {
+    GIUL_FAKE_SMI_REPLAY: isAbsolute(capture) ? capture : join(SMI_CAPTURES, capture),
+    GIUL_FAKE_SMI_EXIT: String(exitCode),
+    PATH: `${FAKE_SMI_BIN}${delimiter}${process.env.PATH ?? ""}`,
+  };
 }

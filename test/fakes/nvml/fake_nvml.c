@@ -123,7 +123,7 @@ typedef struct {
 
 typedef struct {
   unsigned int pid;
-  unsigned long long used_mib; /* ULLONG_MAX: not available */
+  unsigned long long used; /* bytes; ULLONG_MAX: not available */
   double from_ms, until_ms;
   char* name;
 } proc_t;
@@ -155,7 +155,8 @@ typedef struct {
   double power_update_ms;
   int power;
   int mem;
-  unsigned long long mem_total_mib, mem_used_mib, mem_reserved_mib;
+  unsigned long long mem_total, mem_used,
+      mem_reserved; /* bytes (the keys are MiB, decimals allowed) */
   int util;
   unsigned int util_gpu, util_mem;
   int handle_error;
@@ -219,7 +220,7 @@ static void device_defaults(device_t* d, int index) {
   d->power_update_ms = 0;
   d->power = 1;
   d->mem = 1;
-  d->mem_total_mib = 81559;
+  d->mem_total = 81559ULL * 1048576ULL;
   d->util = 1;
   d->power_limit_w = 700;
   d->enforced_limit_w = -1; /* = power_limit_w */
@@ -338,6 +339,10 @@ static device_t* dev_arg(scenario_t* s, const char* tok, int lineno) {
   return &s->dev[i];
 }
 
+static unsigned long long mib_to_bytes(double mib) {
+  return mib > 0 ? (unsigned long long)llround(mib * 1048576.0) : 0;
+}
+
 static void parse_device_key(device_t* d, const char* key, const char* val, int lineno) {
   double x = 0;
   int num = parse_num(val, &x);
@@ -375,11 +380,11 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
   } else if (!strcmp(key, "mem")) {
     d->mem = x != 0;
   } else if (!strcmp(key, "mem_total_mib")) {
-    d->mem_total_mib = (unsigned long long)x;
+    d->mem_total = mib_to_bytes(x);
   } else if (!strcmp(key, "mem_used_mib")) {
-    d->mem_used_mib = (unsigned long long)x;
+    d->mem_used = mib_to_bytes(x);
   } else if (!strcmp(key, "mem_reserved_mib")) {
-    d->mem_reserved_mib = (unsigned long long)x;
+    d->mem_reserved = mib_to_bytes(x);
   } else if (!strcmp(key, "util")) {
     d->util = x != 0;
   } else if (!strcmp(key, "util_gpu")) {
@@ -494,12 +499,12 @@ static scenario_t* scenario_parse(FILE* f) {
         p.until_ms = INFINITY;
         double mib;
         if (!strcmp(tok[3], "na"))
-          p.used_mib = ULLONG_MAX;
+          p.used = ULLONG_MAX;
         else if (parse_num(tok[3], &mib) && mib >= 0)
-          p.used_mib = (unsigned long long)mib;
+          p.used = mib_to_bytes(mib);
         else {
           warn("line %d: bad used_mib", lineno);
-          p.used_mib = 0;
+          p.used = 0;
         }
         int i = 4;
         for (; i < n; i++) {
@@ -922,9 +927,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t* mem) {
   if (r) return leave(r);
   if (!mem) return leave(NVML_ERROR_INVALID_ARGUMENT);
   if (!d->mem) return leave(NVML_ERROR_NOT_SUPPORTED);
-  const unsigned long long mib = 1048576ULL;
-  unsigned long long used = (d->mem_used_mib + d->mem_reserved_mib) * mib;
-  mem->total = d->mem_total_mib * mib;
+  unsigned long long used = d->mem_used + d->mem_reserved;
+  mem->total = d->mem_total;
   mem->used = used;
   mem->free = mem->total > used ? mem->total - used : 0;
   return leave(NVML_SUCCESS);
@@ -967,7 +971,7 @@ static nvmlReturn_t do_procs(const char* sym, nvmlDevice_t h, unsigned int* coun
   for (int i = 0; i < d->nprocs; i++) {
     const proc_t* p = &d->procs[i];
     if (!(t >= p->from_ms && t < p->until_ms)) continue;
-    unsigned long long used = p->used_mib == ULLONG_MAX ? ULLONG_MAX : p->used_mib * 1048576ULL;
+    unsigned long long used = p->used;
     if (size == sizeof(nvmlProcessInfo_v1_t)) {
       nvmlProcessInfo_v1_t* e = (nvmlProcessInfo_v1_t*)infos + k;
       memset(e, 0, sizeof *e);
@@ -1117,10 +1121,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t* 
   if (!mem) return leave(NVML_ERROR_INVALID_ARGUMENT);
   if (mem->version != NVML_MEMORY_V2_VERSION) return leave(NVML_ERROR_FUNCTION_NOT_FOUND);
   if (!d->mem) return leave(NVML_ERROR_NOT_SUPPORTED);
-  const unsigned long long mib = 1048576ULL;
-  mem->total = d->mem_total_mib * mib;
-  mem->reserved = d->mem_reserved_mib * mib;
-  mem->used = d->mem_used_mib * mib;
+  mem->total = d->mem_total;
+  mem->reserved = d->mem_reserved;
+  mem->used = d->mem_used;
   unsigned long long taken = mem->reserved + mem->used;
   mem->free = mem->total > taken ? mem->total - taken : 0;
   return leave(NVML_SUCCESS);
