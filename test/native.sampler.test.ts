@@ -1,0 +1,390 @@
+/**
+ * The addon's sampler ring against the libnvidia-ml test double: times, the counter column, the
+ * power integral, fault flags and periods, each checked against the scenario's ground truth.
+ *
+ * NVML is loaded once per process, so the double and its scenario are put into this process's
+ * environment before the addon is first used; each test rewrites the scenario (same t0).
+ */
+import { createRequire } from "node:module";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { GiulBinding, NativeFailure, NativeSampler } from "../binding.js";
+import { ADDON, haveDoubles } from "./fakes/paths.js";
+import { type DeviceSpec, NVML, type Scenario, writeScenario } from "./fakes/scenario.js";
+
+interface Sample {
+  readonly k: number;
+  readonly t: number;
+  readonly energyMj: number;
+  readonly powerMw: number;
+  readonly integralMj: number;
+  readonly flags: number;
+  readonly error: number;
+  readonly faults: number;
+}
+
+interface Snapshot {
+  readonly head: number;
+  readonly capacity: number;
+  readonly periodNs: number;
+  readonly state: number;
+  readonly lastError: number;
+  readonly counter: number;
+  readonly powerSource: number;
+  readonly counterStepNs: number;
+  readonly samples: readonly Sample[];
+}
+
+let b: GiulBinding;
+let sc: Scenario;
+/** Device 1 never has a counter; device 0 is what each test sets. */
+const NO_COUNTER: DeviceSpec = { counter: false, instantField: false, powerMode: "instant", power: 75 };
+
+function at(s: NativeSampler, t: number): bigint {
+  return s.epochNs + BigInt(Math.round(t));
+}
+
+/** A consistent copy of the ring (seqlock protocol of binding.d.ts). */
+function snapshot(s: NativeSampler): Snapshot {
+  const L = b.layout;
+  const u32 = new Uint32Array(s.buffer);
+  const live = new Float64Array(s.buffer);
+  for (;;) {
+    const g = Atomics.load(u32, 0);
+    if (g % 2 === 1) continue;
+    const f = live.slice();
+    if (Atomics.load(u32, 0) !== g) continue;
+    const h = (slot: number): number => f[slot] ?? Number.NaN;
+    const head = h(L.hHead);
+    const capacity = h(L.hCapacity);
+    const samples: Sample[] = [];
+    for (let k = Math.max(0, head - capacity); k < head; k++) {
+      const base = L.headerSlots + (k % capacity) * L.sampleSlots;
+      const v = (slot: number): number => f[base + slot] ?? Number.NaN;
+      samples.push({
+        k,
+        t: v(L.sT),
+        energyMj: v(L.sEnergyMj),
+        powerMw: v(L.sPowerMw),
+        integralMj: v(L.sIntegralMj),
+        flags: v(L.sFlags),
+        error: v(L.sError),
+        faults: v(L.sFaults),
+      });
+    }
+    return {
+      head,
+      capacity,
+      periodNs: h(L.hPeriodNs),
+      state: h(L.hState),
+      lastError: h(L.hLastError),
+      counter: h(L.hCounter),
+      powerSource: h(L.hPowerSource),
+      counterStepNs: h(L.hCounterStepNs),
+      samples,
+    };
+  }
+}
+
+async function waitFor(what: string, ok: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((done) => setTimeout(done, 10));
+  }
+}
+
+/** Waits until the sampler has samples later than `ms` from t0. */
+async function samplesPast(s: NativeSampler, ms: number): Promise<Snapshot> {
+  let snap = snapshot(s);
+  await waitFor(`samples past ${ms} ms`, () => {
+    snap = snapshot(s);
+    const last = snap.samples[snap.samples.length - 1];
+    return last !== undefined && sc.msAt(at(s, last.t)) > ms;
+  });
+  return snap;
+}
+
+function open(index: number, periodMs: number): NativeSampler {
+  const s: NativeSampler | NativeFailure = b.openSampler(index, periodMs);
+  if (!s.ok) throw new Error(`openSampler failed: ${s.code}: ${s.reason}`);
+  return s;
+}
+
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((x, y) => x - y);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+function intervalsMs(samples: readonly Sample[]): number[] {
+  const out: number[] = [];
+  for (let i = 1; i < samples.length; i++) {
+    out.push(((samples[i]?.t ?? 0) - (samples[i - 1]?.t ?? 0)) / 1e6);
+  }
+  return out;
+}
+
+const FAULTS = (): number => b.flags.COUNTER_BACKWARDS | b.flags.COUNTER_JUMP | b.flags.READ_FAILED;
+
+describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
+  beforeAll(async () => {
+    sc = writeScenario({ devices: [{}, NO_COUNTER] });
+    Object.assign(process.env, sc.env());
+    b = createRequire(import.meta.url)(ADDON) as GiulBinding;
+    const info = await b.nvmlInit();
+    if (!info.ok) throw new Error(`nvmlInit: ${info.reason}`);
+    expect(info.deviceCount).toBe(2);
+  });
+
+  afterAll(() => {
+    sc?.remove();
+  });
+
+  it("exports the ring layout and flags of binding.d.ts", () => {
+    const L = b.layout;
+    const slots = [
+      L.hHead,
+      L.hCapacity,
+      L.hPeriodNs,
+      L.hState,
+      L.hLastError,
+      L.hCounter,
+      L.hPowerSource,
+      L.hCounterStepNs,
+    ];
+    expect(new Set(slots).size).toBe(slots.length);
+    for (const slot of slots) expect(slot > 0 && slot < L.headerSlots).toBe(true);
+    const sampleSlots = [L.sT, L.sEnergyMj, L.sPowerMw, L.sIntegralMj, L.sFlags, L.sError, L.sFaults];
+    expect(new Set(sampleSlots).size).toBe(sampleSlots.length);
+    for (const slot of sampleSlots) expect(slot >= 0 && slot < L.sampleSlots).toBe(true);
+    const bits = Object.values(b.flags);
+    expect(bits.reduce((x, y) => x | y, 0)).toBe(bits.reduce((x, y) => x + y, 0));
+    const before = process.hrtime.bigint();
+    const now = b.monotonicNs();
+    expect(now >= before && now <= process.hrtime.bigint()).toBe(true);
+  });
+
+  it("writes monotonic samples whose counter, power and integral match the scenario", async () => {
+    const now = sc.nowMs();
+    // A ramp up, a step and a ramp down: the integral must follow power, not a constant.
+    sc.update({
+      devices: [
+        {
+          power: [
+            [now, 100],
+            [now + 300, 400],
+            [now + 450, 400],
+            [now + 450, 150],
+            [now + 800, 250],
+          ],
+        },
+        NO_COUNTER,
+      ],
+    });
+    const opened = process.hrtime.bigint();
+    const s = open(0, 10);
+    const snap = await samplesPast(s, now + 700);
+    s.release();
+    const closed = process.hrtime.bigint();
+
+    expect(snap.capacity).toBe(16384);
+    expect(snap.periodNs).toBe(10e6);
+    expect(snap.state).toBe(1);
+    expect(snap.counter).toBe(1);
+    expect(snap.powerSource).toBe(1);
+    expect(snap.lastError).toBe(0);
+    expect(snap.samples[0]?.k).toBe(0);
+
+    // The reads happen within a few µs of the stamped midpoint, unless the OS preempts the thread
+    // between them: every sample must fit the scenario within 10 ms, nearly all within 2 ms.
+    const fits = (value: number, f: (tNs: bigint) => number, tNs: bigint, tolMs: number): boolean => {
+      // Power has steps, so look at the whole window, not only its ends.
+      const values: number[] = [];
+      for (let us = -tolMs * 1000; us <= tolMs * 1000; us += 100) values.push(f(tNs + BigInt(us * 1000)));
+      return value >= Math.min(...values) - 1 && value <= Math.max(...values) + 1;
+    };
+    const counter = (tNs: bigint): number => Number(sc.counterMj(0, tNs));
+    const powerMw = (tNs: bigint): number => sc.instantW(0, tNs) * 1000;
+    let exact = 0;
+    let tight = 0;
+    for (const [i, x] of snap.samples.entries()) {
+      const prev = snap.samples[i - 1];
+      if (prev) expect(x.t).toBeGreaterThan(prev.t);
+      const tNs = at(s, x.t);
+      expect(tNs >= opened && tNs <= closed).toBe(true);
+      expect(x.flags).toBe(b.flags.ENERGY_OK | b.flags.POWER_OK);
+      expect(x.faults).toBe(0);
+      expect(x.error).toBe(0);
+      expect(fits(x.energyMj, counter, tNs, 10)).toBe(true);
+      expect(fits(x.powerMw, powerMw, tNs, 10)).toBe(true);
+      if (fits(x.energyMj, counter, tNs, 2) && fits(x.powerMw, powerMw, tNs, 2)) tight++;
+      if (x.energyMj === counter(tNs)) exact++;
+    }
+    expect(tight / snap.samples.length).toBeGreaterThan(0.9);
+    expect(exact / snap.samples.length).toBeGreaterThan(0.8);
+
+    // The running integral over 0.5 s against the exact energy of the scenario.
+    const a = snap.samples.find((x) => sc.msAt(at(s, x.t)) >= now + 100);
+    const z = a && snap.samples.find((x) => x.t - a.t >= 500e6);
+    if (!a || !z) throw new Error("not enough samples");
+    const truthJ = sc.energyJ(0, at(s, a.t), at(s, z.t));
+    expect(Math.abs((z.integralMj - a.integralMj) / 1000 - truthJ) / truthJ).toBeLessThan(0.01);
+
+    // The counter steps every 10 ms; the smallest interval seen between its changes is about that.
+    expect(snap.counterStepNs).toBeGreaterThan(5e6);
+    expect(snap.counterStepNs).toBeLessThan(20e6);
+  });
+
+  it("samples a device without a counter: power only, energy NaN, from nvmlDeviceGetPowerUsage", async () => {
+    const s = open(1, 10);
+    const snap = await samplesPast(s, sc.nowMs() + 100);
+    s.release();
+    expect(snap.counter).toBe(0);
+    expect(snap.powerSource).toBe(2);
+    expect(snap.state).toBe(1);
+    expect(snap.samples.length).toBeGreaterThan(3);
+    for (const x of snap.samples) {
+      expect(x.flags).toBe(b.flags.POWER_OK);
+      expect(x.energyMj).toBeNaN();
+      expect(x.powerMw).toBe(75_000);
+      expect(x.error).toBe(0);
+    }
+    const first = snap.samples[0];
+    const last = snap.samples[snap.samples.length - 1];
+    if (!first || !last) throw new Error("no samples");
+    expect((last.integralMj - first.integralMj) / 1000).toBeCloseTo(
+      sc.energyJ(1, at(s, first.t), at(s, last.t)),
+      6,
+    );
+  });
+
+  it("flags reads that fail after a GPU is lost, and counts the faults", async () => {
+    const lostAt = sc.nowMs() + 250;
+    sc.update({
+      devices: [{ power: 200, errors: [{ fromMs: lostAt, code: NVML.ERROR_GPU_IS_LOST }] }, NO_COUNTER],
+    });
+    const s = open(0, 10);
+    const snap = await samplesPast(s, lostAt + 150);
+    s.release();
+    let faults = 0;
+    let before = 0;
+    let after = 0;
+    for (const x of snap.samples) {
+      const ms = sc.msAt(at(s, x.t));
+      if ((x.flags & FAULTS()) !== 0) faults++;
+      expect(x.faults).toBe(faults);
+      if (ms < lostAt - 2) {
+        before++;
+        expect(x.flags).toBe(b.flags.ENERGY_OK | b.flags.POWER_OK);
+        expect(x.error).toBe(0);
+      } else if (ms > lostAt + 2) {
+        after++;
+        expect(x.flags).toBe(b.flags.READ_FAILED);
+        expect(x.error).toBe(15);
+        expect(x.energyMj).toBeNaN();
+        expect(x.powerMw).toBeNaN();
+      }
+    }
+    expect(before).toBeGreaterThan(5);
+    expect(after).toBeGreaterThan(5);
+    expect(snap.lastError).toBe(15);
+    expect(snap.state).toBe(1);
+  });
+
+  it("flags a counter that jumps and one that goes backwards, once each", async () => {
+    const now = sc.nowMs();
+    const jumpAt = now + 200;
+    const backAt = now + 400;
+    sc.update({
+      devices: [
+        {
+          power: 300,
+          counterJumps: [
+            { tMs: jumpAt, deltaMj: 40_000_000 },
+            { tMs: backAt, deltaMj: -60_000_000 },
+          ],
+        },
+        NO_COUNTER,
+      ],
+    });
+    const s = open(0, 10);
+    const snap = await samplesPast(s, backAt + 150);
+    s.release();
+    const jumps = snap.samples.filter((x) => (x.flags & b.flags.COUNTER_JUMP) !== 0);
+    const backs = snap.samples.filter((x) => (x.flags & b.flags.COUNTER_BACKWARDS) !== 0);
+    expect(jumps).toHaveLength(1);
+    expect(backs).toHaveLength(1);
+    const [jump] = jumps;
+    const [back] = backs;
+    if (!jump || !back) throw new Error("unreachable");
+    // Flagged where the counter really moved: the first reads past each event's step.
+    expect(sc.msAt(at(s, jump.t))).toBeGreaterThanOrEqual(jumpAt - 2);
+    expect(sc.msAt(at(s, jump.t))).toBeLessThan(jumpAt + 30);
+    expect(sc.msAt(at(s, back.t))).toBeGreaterThanOrEqual(backAt - 2);
+    expect(sc.msAt(at(s, back.t))).toBeLessThan(backAt + 30);
+    expect(snap.samples[snap.samples.length - 1]?.faults).toBe(2);
+    // The energy column keeps the counter's values, the jumps included.
+    const lo = Number(sc.counterMj(0, at(s, jump.t) - 2_000_000n));
+    const hi = Number(sc.counterMj(0, at(s, jump.t) + 2_000_000n));
+    expect(jump.energyMj).toBeGreaterThanOrEqual(lo);
+    expect(jump.energyMj).toBeLessThanOrEqual(hi);
+  });
+
+  it("runs at the shortest period any live reference asks for", async () => {
+    sc.update({ devices: [{}, NO_COUNTER] });
+    const a = open(0, 50);
+    await samplesPast(a, sc.nowMs() + 300);
+    let snap = snapshot(a);
+    expect(snap.periodNs).toBe(50e6);
+    expect(median(intervalsMs(snap.samples.slice(1)))).toBeGreaterThan(40);
+    expect(median(intervalsMs(snap.samples.slice(1)))).toBeLessThan(70);
+
+    const b2 = open(0, 10);
+    expect(b2.epochNs).toBe(a.epochNs); // the same thread and ring
+    await waitFor("period 10 ms", () => snapshot(a).periodNs === 10e6);
+    const from = snapshot(a).head;
+    await samplesPast(a, sc.nowMs() + 300);
+    snap = snapshot(a);
+    expect(median(intervalsMs(snap.samples.filter((x) => x.k > from)))).toBeLessThan(15);
+
+    b2.release();
+    b2.release(); // idempotent
+    await waitFor("period back to 50 ms", () => snapshot(a).periodNs === 50e6);
+    a.setPeriod(0); // clamped to 1 ms
+    await waitFor("period 1 ms", () => snapshot(a).periodNs === 1e6);
+    a.setPeriod(60_000); // clamped to 1000 ms
+    await waitFor("period 1000 ms", () => snapshot(a).periodNs === 1000e6);
+    expect(() => a.setPeriod("10" as unknown as number)).toThrow(TypeError);
+    a.release();
+    await waitFor("the thread to stop", () => snapshot(a).state === 3 && b.samplerThreads() === 0);
+  });
+
+  it("never blocks the JS thread on NVML: open, setPeriod and release with 20 ms calls", async () => {
+    sc.update({ latencyUs: 20_000, devices: [{}, NO_COUNTER] });
+    const t0 = process.hrtime.bigint();
+    const s = open(0, 10);
+    const opened = process.hrtime.bigint() - t0;
+    await waitFor("two samples", () => snapshot(s).head >= 2);
+    const t1 = process.hrtime.bigint();
+    s.setPeriod(20);
+    const set = process.hrtime.bigint() - t1;
+    const t2 = process.hrtime.bigint();
+    s.release();
+    const released = process.hrtime.bigint() - t2;
+    expect(Number(opened) / 1e6).toBeLessThan(5);
+    expect(Number(set) / 1e6).toBeLessThan(5);
+    expect(Number(released) / 1e6).toBeLessThan(5);
+    // The thread finishes its call in progress, then stops; the buffer stays readable.
+    await waitFor("the thread to stop", () => b.samplerThreads() === 0);
+    expect(snapshot(s).state).toBe(3);
+    sc.update({ devices: [{}, NO_COUNTER] });
+  });
+
+  it("fails an absent device and bad arguments without starting a thread", () => {
+    const missing = b.openSampler(5, 10);
+    expect(missing.ok).toBe(false);
+    expect(!missing.ok && missing.code).toBe("NVML_DEVICE_NOT_FOUND");
+    expect(() => b.openSampler(-1, 10)).toThrow(TypeError);
+    expect(() => b.openSampler(0, "x" as unknown as number)).toThrow(TypeError);
+    expect(b.samplerThreads()).toBe(0);
+  });
+});
