@@ -142,6 +142,11 @@ export interface RingLayout {
   readonly sError: number;
   /** Sample slot: count of faulty samples (any FAULT flag) up to and including this one. */
   readonly sFaults: number;
+  /**
+   * Sample slot: duration (ns) of the read that `sT` stamps (the counter read when the counter
+   * answered, else the whole tick). The value belongs to some instant in that interval.
+   */
+  readonly sReadNs: number;
 }
 
 /** Bits of the sFlags slot. */

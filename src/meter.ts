@@ -99,6 +99,7 @@ export class Meter {
   private selection: Selection | null = null;
   private track: Track | null = null;
   private openEdge: Edge | null = null;
+  private closeEdge: Edge | null = null;
   private readonly marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
@@ -144,6 +145,18 @@ export class Meter {
   /** The backend metering this window (known once open() has resolved). */
   get backend(): BackendName | null {
     return this.selection?.backend ?? null;
+  }
+
+  /**
+   * CLOCK_MONOTONIC ns (the clock of `process.hrtime.bigint()`) of the window's edges: to line a
+   * window up with traces, or to check a figure against another meter over the same instants.
+   */
+  edgeTimes(): { open: bigint | null; marks: { name: string; tNs: bigint }[]; close: bigint | null } {
+    return {
+      open: this.openEdge?.tNs ?? null,
+      marks: this.marks.map((m) => ({ name: m.name, tNs: m.edge.tNs })),
+      close: this.closeEdge?.tNs ?? null,
+    };
   }
 
   /** Opens the window: the opening edge is taken when this resolves. Never rejects for the card's sake. */
@@ -215,6 +228,7 @@ export class Meter {
     }
     const track = this.track;
     const closeEdge = track ? track.edge() : { tNs: process.hrtime.bigint() };
+    this.closeEdge = closeEdge;
     const openEdge = this.openEdge as Edge;
     try {
       if (track) await track.settle([openEdge, ...this.marks.map((m) => m.edge), closeEdge]);

@@ -2,6 +2,7 @@ import { FLAG, type Sample, type SampleRing } from "./ring-track.js";
 
 /** Above this a counter's rise is not a card drawing power but a reset or a glitch (mW). */
 const MAX_PLAUSIBLE_MW = 5_000_000;
+const SLOTS = 8;
 
 /**
  * A ring written from JavaScript (the nvidia-smi sampler, and tests), with the same columns and
@@ -29,14 +30,15 @@ export class JsRing implements SampleRing {
     this.epochNs = options.epochNs;
     this.capacity = options.capacity ?? 16384;
     this.period = options.periodNs;
-    this.data = new Float64Array(this.capacity * 7);
+    this.data = new Float64Array(this.capacity * SLOTS);
   }
 
   /**
    * Appends a reading taken at `tNs` (CLOCK_MONOTONIC). `energyMj`/`powerMw` are NaN when that read
-   * failed or is not offered; `error` is the failure's code.
+   * failed or is not offered; `error` is the failure's code; `readNs` how long the read took (its
+   * value belongs to some instant in it).
    */
-  push(tNs: bigint, energyMj: number, powerMw: number, error = 0): void {
+  push(tNs: bigint, energyMj: number, powerMw: number, error = 0, readNs = 0): void {
     const t = Number(tNs - this.epochNs);
     let flags = 0;
     let fault = false;
@@ -76,7 +78,7 @@ export class JsRing implements SampleRing {
       this.lastPower = Number.NaN;
     }
     if (fault) this.faults += 1;
-    const base = (this.written % this.capacity) * 7;
+    const base = (this.written % this.capacity) * SLOTS;
     const d = this.data;
     d[base] = t;
     d[base + 1] = energyMj;
@@ -85,6 +87,7 @@ export class JsRing implements SampleRing {
     d[base + 4] = flags;
     d[base + 5] = error;
     d[base + 6] = this.faults;
+    d[base + 7] = readNs;
     this.written += 1;
   }
 
@@ -103,7 +106,7 @@ export class JsRing implements SampleRing {
 
   read(k: number, out: Sample): boolean {
     if (k < 0 || k >= this.written || k < this.written - this.capacity) return false;
-    const base = (k % this.capacity) * 7;
+    const base = (k % this.capacity) * SLOTS;
     const d = this.data;
     out.t = d[base] as number;
     out.energyMj = d[base + 1] as number;
@@ -112,6 +115,7 @@ export class JsRing implements SampleRing {
     out.flags = d[base + 4] as number;
     out.error = d[base + 5] as number;
     out.faults = d[base + 6] as number;
+    out.readNs = d[base + 7] as number;
     return true;
   }
 

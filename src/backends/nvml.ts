@@ -71,6 +71,7 @@ export class NativeRing implements SampleRing {
       out.flags = f[base + L.sFlags] ?? 0;
       out.error = f[base + L.sError] ?? 0;
       out.faults = f[base + L.sFaults] ?? 0;
+      out.readNs = f[base + L.sReadNs] ?? 0;
       if (Atomics.load(this.u32, 0) === g) return true;
     }
     return false;

@@ -18,6 +18,8 @@ export interface Sample {
   flags: number;
   error: number;
   faults: number;
+  /** Duration of the read stamped by t (ns): its value belongs to some instant in it. */
+  readNs: number;
 }
 
 /** Bits of Sample.flags (the same values as the addon's `flags`). */
@@ -79,6 +81,8 @@ class RingEdge implements Edge {
   vB = 0;
   value = 0;
   powerMw = 0;
+  /** Longest read among the two bracketing samples (ns). */
+  readNs = 0;
   deadline: number;
 
   constructor(tNs: bigint, ring: SampleRing, deadline: number) {
@@ -116,6 +120,7 @@ export class RingTrack implements Track {
     flags: 0,
     error: 0,
     faults: 0,
+    readNs: 0,
   };
   private readonly scratch2: Sample = { ...this.scratch };
 
@@ -267,8 +272,15 @@ export class RingTrack implements Track {
     let uncertaintyMj = edgeErrMj;
     let caveat: string | null = null;
     if (this.source.column === "energy") {
-      // The counter's value is as of its last update: each edge may be up to one step stale.
-      uncertaintyMj += (Math.max(0, grossMj) / Math.max(seconds, 1e-9)) * (stepNs / 1e9);
+      // The counter's value is as of its last update, up to one step before the read: the two
+      // edges' staleness differs by at most one step at the power around them. And each read is
+      // a whole number of mJ.
+      const meanMw = Math.max(0, grossMj) / Math.max(seconds, 1e-9);
+      const edgeMw = Math.max(meanMw, finiteOr0(from.powerMw), finiteOr0(to.powerMw));
+      // The step is known only from the changes the sampler saw, which can come up to one
+      // sampling interval early: bound it by the smallest seen plus a period.
+      const stepBoundNs = ring.counterStepNs() + ring.periodNs();
+      uncertaintyMj += edgeMw * ((stepBoundNs + (from.readNs + to.readNs) / 2) / 1e9) + 2;
     } else {
       uncertaintyMj += trapezoidErrMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
@@ -333,6 +345,7 @@ export class RingTrack implements Track {
     const vB = column === "energy" ? s.energyMj : s.integralMj;
     const errB = s.error;
     const pB = s.powerMw;
+    const readB = s.readNs;
     if (!ring.read(k - 1, s)) {
       this.fail(e, "the window outlived the sampler's history");
       return;
@@ -353,6 +366,7 @@ export class RingTrack implements Track {
     e.vA = vA;
     e.vB = vB;
     e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
+    e.readNs = Math.max(readB, s.readNs);
     const span = tB - s.t;
     e.value = span > 0 ? vA + ((vB - vA) * (e.t - s.t)) / span : vB;
     e.state = RESOLVED;
@@ -414,6 +428,10 @@ export class RingTrack implements Track {
     }
     if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
   }
+}
+
+function finiteOr0(x: number): number {
+  return Number.isFinite(x) ? x : 0;
 }
 
 function fmtMs(ns: number): string {
