@@ -104,6 +104,15 @@ describe("the addon loader's verdict", () => {
     expect(report.addon).toMatchObject({ loaded: true, path: ADDON, reason: null });
   });
 
+  it("the CommonJS build finds the package root (import.meta.url shim) and loads it too", () => {
+    const ran = node([join(ROOT, "dist", "cli", "probe.cjs"), "--json"], {
+      GIUL_NVML_LIBRARY: "/nonexistent/libnvidia-ml.so.1",
+    });
+    expect(ran.status).toBe(0);
+    const report = JSON.parse(ran.stdout) as ProbeJson;
+    expect(report.addon).toMatchObject({ loaded: true, path: ADDON, reason: null });
+  });
+
   it("GIUL_DISABLE_ADDON=1: not loaded, says so, tries nothing", () => {
     const report = probe({ GIUL_DISABLE_ADDON: "1" });
     expect(report.addon.loaded).toBe(false);
