@@ -1,0 +1,70 @@
+import { existsSync } from "node:fs";
+import { afterAll, describe, expect, it } from "vitest";
+import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
+import { Scenario } from "./fakes/scenario.js";
+
+// A card whose counter updates only every 100 ms, and then misbehaves: the counter jumps (driver
+// reload) or goes back. Each window must degrade honestly, with the reason, and never throw.
+
+const sc = new Scenario({ devices: [{ power: 300, counterStepMs: 100 }] });
+process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
+process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
+delete process.env.GIUL_BACKEND;
+const { Meter } = await import("../src/index.js");
+
+const ready = haveDoubles() && existsSync(ADDON);
+afterAll(() => sc.remove());
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const node = { name: "coarse", idleW: 50 };
+
+describe.runIf(ready)("a coarse or faulty energy counter", () => {
+  it("a window shorter than the counter's step is not reported as a measurement", async () => {
+    // let the sampler see the counter change a few times so it knows the step
+    const warm = await Meter.forNode(node).open();
+    await sleep(450);
+    await warm.close();
+    expect(warm.result().method).toBe("sampled");
+
+    const m = await Meter.forNode(node, { joulesPer1kHint: 3000 }).open();
+    await sleep(20);
+    await m.close();
+    const e = m.result({ tokens: 2 });
+    expect(e.method).toBe("estimated");
+    expect(e.joules).toBe(6);
+    expect(e.reason).toMatch(/shorter than the energy counter's update step \(~\d+/);
+  });
+
+  it("a counter that jumps inside the window (driver reload) degrades the window", async () => {
+    const jumpAt = sc.nowMs() + 150;
+    sc.update({ devices: [{ power: 300, counterStepMs: 100, counterJumps: [{ tMs: jumpAt, deltaMj: 5_000_000 }] }] });
+    const m = await Meter.forNode(node).open();
+    await sleep(400);
+    await m.close();
+    const e = m.result();
+    expect(e.method).toBe("unknown");
+    expect(e.joules).toBeNull();
+    expect(e.reason).toMatch(/jumped/);
+  });
+
+  it("a counter that goes backwards inside the window degrades the window", async () => {
+    const backAt = sc.nowMs() + 150;
+    sc.update({
+      devices: [
+        {
+          power: 300,
+          counterStepMs: 100,
+          counterJumps: [
+            { tMs: 0, deltaMj: 5_000_000 }, // keep the earlier jump so the counter stays monotone until…
+            { tMs: backAt, deltaMj: -3_000_000 },
+          ],
+        },
+      ],
+    });
+    const m = await Meter.forNode(node).open();
+    await sleep(400);
+    await m.close();
+    const e = m.result();
+    expect(e.method).toBe("unknown");
+    expect(e.reason).toMatch(/went backwards/);
+  });
+});
