@@ -1,0 +1,217 @@
+/**
+ * Lifetimes of the addon's sampler threads: shared across worker_threads environments and
+ * released by their teardown, released by the JS object's finaliser, and never in the way of a
+ * process exit (return from the event loop or process.exit()) with samplers still open.
+ */
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { GiulBinding } from "../binding.js";
+import { ADDON, haveDoubles } from "./fakes/paths.js";
+import { type Scenario, writeScenario } from "./fakes/scenario.js";
+
+let b: GiulBinding;
+let sc: Scenario;
+
+function tasks(): number {
+  return readdirSync("/proc/self/task").length;
+}
+
+function threadNames(): string[] {
+  return readdirSync("/proc/self/task").map((tid) => {
+    try {
+      return readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim();
+    } catch {
+      return ""; // the thread exited meanwhile
+    }
+  });
+}
+
+async function waitFor(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((done) => setTimeout(done, 20));
+  }
+}
+
+/** The parent's environment without anything that steers giul or the doubles. */
+function baseEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith("GIUL_") && key !== "NODE_OPTIONS") env[key] = value;
+  }
+  return env;
+}
+
+interface Ran {
+  readonly status: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function runChild(code: string, args: readonly string[] = []): Ran {
+  const ran = spawnSync(process.execPath, [...args, "-e", code], {
+    env: { ...baseEnv(), ...sc.env(), TEST_ADDON: ADDON },
+    encoding: "utf8",
+    timeout: 15_000,
+  });
+  return { status: ran.status, signal: ran.signal, stdout: ran.stdout, stderr: ran.stderr };
+}
+
+// Worker body (CommonJS): open a sampler on device 0, report, then wait to be terminated or told
+// to release.
+const WORKER = `
+const { parentPort, workerData } = require("node:worker_threads");
+const b = require(workerData.addon);
+b.nvmlInit().then((info) => {
+  const s = b.openSampler(0, 5);
+  parentPort.postMessage({ init: info.ok, ok: s.ok, threads: b.samplerThreads(), epoch: String(s.epochNs) });
+  parentPort.on("message", () => { s.release(); parentPort.postMessage({ released: true }); });
+});
+`;
+
+interface WorkerReport {
+  readonly init: boolean;
+  readonly ok: boolean;
+  readonly threads: number;
+  readonly epoch: string;
+}
+
+describe.skipIf(!haveDoubles())("native sampler lifetimes (test double)", () => {
+  beforeAll(async () => {
+    sc = writeScenario({ devices: [{}, {}] });
+    Object.assign(process.env, sc.env());
+    b = createRequire(import.meta.url)(ADDON) as GiulBinding;
+    const info = await b.nvmlInit();
+    if (!info.ok) throw new Error(`nvmlInit: ${info.reason}`);
+  });
+
+  afterAll(() => {
+    sc?.remove();
+  });
+
+  it("shares one thread per device among 20 workers, and stops it when they are gone", async () => {
+    // Start one worker and let it go first, so that what a worker leaves behind for good (V8 and
+    // libuv pool threads) is in the baseline.
+    const warm = new Worker(WORKER, { eval: true, workerData: { addon: ADDON } });
+    await new Promise((done) => warm.once("message", done));
+    await warm.terminate();
+    await waitFor("no sampler thread", () => b.samplerThreads() === 0);
+    const baseline = tasks();
+
+    const workers = Array.from(
+      { length: 20 },
+      () => new Worker(WORKER, { eval: true, workerData: { addon: ADDON } }),
+    );
+    const reports = await Promise.all(
+      workers.map(
+        (w) => new Promise<WorkerReport>((done) => w.once("message", (m: WorkerReport) => done(m))),
+      ),
+    );
+    for (const r of reports) {
+      expect(r.init).toBe(true);
+      expect(r.ok).toBe(true);
+      expect(r.threads).toBe(1);
+    }
+    // Every worker's reference is to the same thread: one epoch.
+    expect(new Set(reports.map((r) => r.epoch)).size).toBe(1);
+    expect(b.samplerThreads()).toBe(1);
+    expect(threadNames().filter((name) => name === "giul-gpu0")).toHaveLength(1);
+
+    // Half release first and are then terminated; the others are terminated holding their sampler.
+    await Promise.all(
+      workers.slice(0, 10).map(
+        (w) =>
+          new Promise((done) => {
+            w.once("message", done);
+            w.postMessage("release");
+          }),
+      ),
+    );
+    expect(b.samplerThreads()).toBe(1);
+    await Promise.all(workers.map((w) => w.terminate()));
+    await waitFor("the sampler thread to stop", () => b.samplerThreads() === 0);
+    await waitFor(`the thread count to return to ${baseline}`, () => tasks() <= baseline);
+  });
+
+  it("releases the reference of a sampler object that is collected without release()", () => {
+    const ran = runChild(
+      `
+      const b = require(process.env.TEST_ADDON);
+      (async () => {
+        await b.nvmlInit();
+        let s = b.openSampler(1, 2);
+        const buffer = s.buffer;
+        const f64 = new Float64Array(buffer);
+        while (f64[b.layout.hHead] < 3) await new Promise((r) => setTimeout(r, 5));
+        const threadsOpen = b.samplerThreads();
+        s = null;
+        for (let i = 0; i < 50 && b.samplerThreads() > 0; i++) {
+          globalThis.gc();
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        // The ring outlives the object and the thread: a final snapshot.
+        for (let i = 0; i < 50 && f64[b.layout.hState] !== 3; i++) await new Promise((r) => setTimeout(r, 20));
+        console.log(JSON.stringify({ threadsOpen, threadsAfter: b.samplerThreads(), state: f64[b.layout.hState], head: f64[b.layout.hHead] }));
+      })();
+      `,
+      ["--expose-gc"],
+    );
+    expect(ran.stderr).toBe("");
+    expect(ran.status).toBe(0);
+    const out = JSON.parse(ran.stdout) as {
+      threadsOpen: number;
+      threadsAfter: number;
+      state: number;
+      head: number;
+    };
+    expect(out).toMatchObject({ threadsOpen: 1, threadsAfter: 0, state: 3 });
+    expect(out.head).toBeGreaterThanOrEqual(3);
+  });
+
+  for (const [how, exit] of [
+    ["returns from the event loop", ""],
+    ["calls process.exit(0)", "process.exit(0);"],
+  ] as const) {
+    it(`exits with code 0 when it ${how} with samplers still open`, () => {
+      const started = Date.now();
+      const ran = runChild(`
+        const b = require(process.env.TEST_ADDON);
+        b.nvmlInit().then(() => {
+          const a = b.openSampler(0, 1);
+          const c = b.openSampler(1, 1000);
+          globalThis.keep = [a, c];
+          setTimeout(() => {
+            console.log("threads", b.samplerThreads());
+            ${exit}
+          }, 100);
+        });
+      `);
+      expect(ran.signal).toBeNull();
+      expect(ran.stderr).toBe("");
+      expect(ran.stdout.trim()).toBe("threads 2");
+      expect(ran.status).toBe(0);
+      // Far inside the 15 s kill timeout: the threads did not hold the process.
+      expect(Date.now() - started).toBeLessThan(10_000);
+    });
+  }
+
+  it("exits with code 0 when process.exit() comes while a worker holds a sampler", () => {
+    const ran = runChild(`
+      const { Worker } = require("node:worker_threads");
+      const w = new Worker(${JSON.stringify(WORKER)}, { eval: true, workerData: { addon: process.env.TEST_ADDON } });
+      w.once("message", (m) => {
+        console.log("worker ok", m.ok);
+        process.exit(0);
+      });
+    `);
+    expect(ran.signal).toBeNull();
+    expect(ran.stderr).toBe("");
+    expect(ran.stdout.trim()).toBe("worker ok true");
+    expect(ran.status).toBe(0);
+  });
+});
