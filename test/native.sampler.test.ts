@@ -38,6 +38,8 @@ let b: GiulBinding;
 let sc: Scenario;
 /** Device 1 never has a counter; device 0 is what each test sets. */
 const NO_COUNTER: DeviceSpec = { counter: false, instantField: false, powerMode: "instant", power: 75 };
+/** Device 2 refuses its handle (as NO_PERMISSION does) until a test says otherwise. */
+const NO_HANDLE: DeviceSpec = { handleError: NVML.ERROR_NO_PERMISSION };
 
 function at(s: NativeSampler, t: number): bigint {
   return s.epochNs + BigInt(Math.round(t));
@@ -127,12 +129,12 @@ const FAULTS = (): number => b.flags.COUNTER_BACKWARDS | b.flags.COUNTER_JUMP | 
 
 describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
   beforeAll(async () => {
-    sc = writeScenario({ devices: [{}, NO_COUNTER] });
+    sc = writeScenario({ devices: [{}, NO_COUNTER, NO_HANDLE] });
     Object.assign(process.env, sc.env());
     b = createRequire(import.meta.url)(ADDON) as GiulBinding;
     const info = await b.nvmlInit();
     if (!info.ok) throw new Error(`nvmlInit: ${info.reason}`);
-    expect(info.deviceCount).toBe(2);
+    expect(info.deviceCount).toBe(3);
   });
 
   afterAll(() => {
@@ -178,6 +180,7 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
           ],
         },
         NO_COUNTER,
+        NO_HANDLE,
       ],
     });
     const opened = process.hrtime.bigint();
@@ -260,7 +263,11 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
   it("flags reads that fail after a GPU is lost, and counts the faults", async () => {
     const lostAt = sc.nowMs() + 250;
     sc.update({
-      devices: [{ power: 200, errors: [{ fromMs: lostAt, code: NVML.ERROR_GPU_IS_LOST }] }, NO_COUNTER],
+      devices: [
+        { power: 200, errors: [{ fromMs: lostAt, code: NVML.ERROR_GPU_IS_LOST }] },
+        NO_COUNTER,
+        NO_HANDLE,
+      ],
     });
     const s = open(0, 10);
     const snap = await samplesPast(s, lostAt + 150);
@@ -304,6 +311,7 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
           ],
         },
         NO_COUNTER,
+        NO_HANDLE,
       ],
     });
     const s = open(0, 10);
@@ -330,7 +338,7 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
   });
 
   it("runs at the shortest period any live reference asks for", async () => {
-    sc.update({ devices: [{}, NO_COUNTER] });
+    sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
     const a = open(0, 50);
     await samplesPast(a, sc.nowMs() + 300);
     let snap = snapshot(a);
@@ -359,7 +367,7 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
   });
 
   it("never blocks the JS thread on NVML: open, setPeriod and release with 20 ms calls", async () => {
-    sc.update({ latencyUs: 20_000, devices: [{}, NO_COUNTER] });
+    sc.update({ latencyUs: 20_000, devices: [{}, NO_COUNTER, NO_HANDLE] });
     const t0 = process.hrtime.bigint();
     const s = open(0, 10);
     const opened = process.hrtime.bigint() - t0;
@@ -376,11 +384,38 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
     // The thread finishes its call in progress, then stops; the buffer stays readable.
     await waitFor("the thread to stop", () => b.samplerThreads() === 0);
     expect(snapshot(s).state).toBe(3);
-    sc.update({ devices: [{}, NO_COUNTER] });
+    sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
+  });
+
+  it("keeps trying a device whose reads all fail, more slowly, and resumes when it answers", async () => {
+    const s = open(2, 10);
+    await waitFor("the failed state", () => snapshot(s).state === 2 && snapshot(s).head >= 3);
+    let snap = snapshot(s);
+    expect(snap.lastError).toBe(NVML.ERROR_NO_PERMISSION);
+    expect(snap.periodNs).toBe(100e6);
+    for (const x of snap.samples) {
+      expect(x.flags).toBe(0); // never read before, so not READ_FAILED either
+      expect(x.error).toBe(NVML.ERROR_NO_PERMISSION);
+      expect(x.faults).toBe(0);
+      expect(x.energyMj).toBeNaN();
+      expect(x.powerMw).toBeNaN();
+    }
+    expect(median(intervalsMs(snap.samples))).toBeGreaterThan(80);
+
+    sc.update({ devices: [{}, NO_COUNTER, {}] });
+    await waitFor("the running state at the asked period", () => {
+      snap = snapshot(s);
+      return snap.state === 1 && snap.periodNs === 10e6;
+    });
+    s.release();
+    const last = snap.samples[snap.samples.length - 1];
+    expect(last?.flags).toBe(b.flags.ENERGY_OK | b.flags.POWER_OK);
+    expect(last?.energyMj).toBe(Number(sc.counterMj(2, at(s, last?.t ?? 0))));
+    sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
   });
 
   it("fails an absent device and bad arguments without starting a thread", () => {
-    const missing = b.openSampler(5, 10);
+    const missing = b.openSampler(3, 10);
     expect(missing.ok).toBe(false);
     expect(!missing.ok && missing.code).toBe("NVML_DEVICE_NOT_FOUND");
     expect(() => b.openSampler(-1, 10)).toThrow(TypeError);
