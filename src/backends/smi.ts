@@ -180,6 +180,10 @@ interface Child {
   stderr: string;
   invalidField: boolean;
   stalled: string | null;
+  /** The indices of the first complete iteration (the cards nvidia-smi lists), or null. */
+  listed: Set<number> | null;
+  /** Indices seen in the iteration under way. */
+  readonly seen: Set<number>;
   exited: boolean;
   killTimer: NodeJS.Timeout | null;
 }
@@ -301,6 +305,7 @@ export class SmiSampler {
     }
     card.requests.set(owner, periodMs);
     if (this.restartTimer !== null && this.lastStop !== null) card.ring.fail(this.waitingReason());
+    if (this.active !== null) this.checkListed(this.active);
     this.ensureRunning();
     return card.ring;
   }
@@ -408,6 +413,8 @@ export class SmiSampler {
       stderr: "",
       invalidField: false,
       stalled: null,
+      listed: null,
+      seen: new Set(),
       exited: false,
       killTimer: null,
     };
@@ -510,7 +517,14 @@ export class SmiSampler {
       const line = parsed[i] as SmiLine;
       const index = line.kind === "row" ? line.index : line.kind === "malformed" ? line.index : null;
       if (index === null) continue;
-      if (child.lastIndex >= 0 && index <= child.lastIndex) iter += 1;
+      if (child.lastIndex >= 0 && index <= child.lastIndex) {
+        iter += 1;
+        if (child.listed === null) {
+          child.listed = new Set(child.seen);
+          this.checkListed(child);
+        }
+      }
+      child.seen.add(index);
       child.lastIndex = index;
       iteration[i] = iter;
     }
@@ -571,6 +585,17 @@ export class SmiSampler {
     if (t < this.lastStamp) t = this.lastStamp;
     this.lastStamp = t;
     return t;
+  }
+
+  /** Cards that nvidia-smi does not list are told so at once rather than left to time out. */
+  private checkListed(child: Child): void {
+    const listed = child.listed;
+    if (listed === null || child.role === "retired") return;
+    for (const card of this.cards.values()) {
+      if (listed.has(card.index)) continue;
+      const which = [...listed].sort((a, b) => a - b).join(", ");
+      card.ring.fail(`nvidia-smi lists no GPU ${card.index} (it lists ${which || "none"})`);
+    }
   }
 
   private promote(child: Child): void {
@@ -694,7 +719,9 @@ export class SmiSampler {
     else if (this.watchdog && code > 128 && code < 160) how = `was killed by signal ${code - 128}`;
     else if (this.watchdog && code === 127) how = "could not be run (not found)";
     else how = `exited with code ${code}`;
-    const said = child.message ?? lastLine(child.stderr);
+    // The shell's own "Killed" adds nothing to a death by signal.
+    const killed = signal !== null || (this.watchdog && code !== null && code > 128 && code < 160);
+    const said = child.message ?? (killed ? null : lastLine(child.stderr));
     return `nvidia-smi ${how}${said ? `: ${said}` : ""}`;
   }
 }

@@ -1,0 +1,406 @@
+/**
+ * The smi_sampler backend against the nvidia-smi stand-in (build/test-doubles/bin/nvidia-smi),
+ * which reads the NVML double scripted by a scenario: windows through RingTrack are compared with
+ * the scenario's exact energy. Replayed outputs give the odd cases ([N/A] rows, a driver failure,
+ * a truncated line), and killing the child gives its death mid-window.
+ */
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { SmiSampler, smiTrack } from "../src/backends/smi.js";
+import type { Edge } from "../src/backends/track.js";
+import { FAKE_NVML, FAKE_SMI_BIN } from "./fakes/paths.js";
+import { type ScenarioSpec, withScenario } from "./fakes/scenario.js";
+
+const FAKE_SMI = join(FAKE_SMI_BIN, "nvidia-smi");
+const missing = [FAKE_SMI, FAKE_NVML].filter((p) => !existsSync(p));
+if (missing.length > 0) {
+  console.warn(`smi sampler tests skipped: ${missing.join(", ")} not built (cmake-js build --out build)`);
+}
+const suite = missing.length === 0 ? describe : describe.skip;
+
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+async function waitFor(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** Sleeps until the scenario's clock reads `ms`. */
+async function until(t0Ns: bigint, ms: number): Promise<void> {
+  const target = t0Ns + BigInt(Math.round(ms * 1e6));
+  for (;;) {
+    const left = Number(target - process.hrtime.bigint()) / 1e6;
+    if (left <= 0) return;
+    await sleep(Math.min(left, 50));
+  }
+}
+
+const samplers: SmiSampler[] = [];
+const tracks: ReturnType<typeof smiTrack>[] = [];
+const dirs: string[] = [];
+
+function sampler(options: ConstructorParameters<typeof SmiSampler>[0] = {}): SmiSampler {
+  const s = new SmiSampler({ path: FAKE_SMI, ...options });
+  samplers.push(s);
+  return s;
+}
+
+function track(s: SmiSampler, index: number, periodMs: number): ReturnType<typeof smiTrack> {
+  const t = smiTrack(index, s);
+  t.retain(periodMs);
+  tracks.push(t);
+  return t;
+}
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), "giul-smi-test-"));
+  dirs.push(d);
+  return d;
+}
+
+/** The pid of nvidia-smi under the watchdog shell `shPid` (its child), or null. */
+function childOf(shPid: number): number | null {
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[1]) === shPid) {
+        const cmd = readFileSync(`/proc/${name}/cmdline`, "utf8");
+        if (cmd.includes("nvidia-smi")) return Number(name);
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null;
+}
+
+afterEach(async () => {
+  for (const t of tracks.splice(0)) t.release();
+  // RingTrack lingers before closing its source; stop the children now.
+  for (const s of samplers.splice(0)) {
+    for (const c of s.diagnostics().cards) s.close(c.index, {});
+    (s as unknown as { stopAll(): void }).stopAll();
+  }
+});
+
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A serving-like load: idle, ramps, plateaus, a step, back to idle (W over ms from t0). */
+const LOAD: ScenarioSpec = {
+  devices: [
+    {
+      power: [
+        [0, 70],
+        [300, 70],
+        [450, 340],
+        [1200, 360],
+        [1350, 210],
+        [2100, 230],
+        [2200, 410],
+        [3300, 395],
+        [3500, 90],
+        [4200, 85],
+        [4400, 300],
+        [6000, 310],
+      ],
+    },
+    { power: 55, instantField: false },
+  ],
+};
+
+suite("smi_sampler against the nvidia-smi stand-in", () => {
+  it("meets 2% of the scenario's energy on windows of 2 s and more at 100 ms, through process.env", async () => {
+    await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() + 300_000_000n }, async (sc) => {
+      // No path: found on PATH (withScenario puts the stand-in first); env: process.env.
+      const s = new SmiSampler();
+      samplers.push(s);
+      expect(s.resolvePath().path).toBe(FAKE_SMI);
+      const t = track(s, 0, 100);
+      expect(await t.ready()).toBeNull();
+      const windows: [number, number][] = [
+        [200, 2300],
+        [500, 3200],
+        [1000, 5500],
+        [3400, 5700],
+      ];
+      const edges = new Map<number, Edge>();
+      for (const ms of [...new Set(windows.flat())].sort((a, b) => a - b)) {
+        await until(sc.t0Ns, ms);
+        edges.set(ms, t.edge());
+      }
+      await t.settle([...edges.values()]);
+      for (const [a, b] of windows) {
+        const from = edges.get(a) as Edge;
+        const to = edges.get(b) as Edge;
+        const span = t.span(from, to);
+        expect(span.ok, JSON.stringify(span)).toBe(true);
+        if (!span.ok) continue;
+        const truth = sc.energyJ(0, from.tNs, to.tNs);
+        expect(Math.abs(span.grossJoules - truth), `window ${a}..${b} ms`).toBeLessThanOrEqual(truth * 0.02);
+        expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
+        expect(span.caveat).toBeNull();
+        expect(span.samples).toBeGreaterThanOrEqual(Math.floor((b - a) / 100) - 3);
+      }
+      const d = s.diagnostics();
+      expect(d.query).toBe("instant");
+      expect(d.periodMs).toBe(100);
+      expect(d.cards).toEqual([expect.objectContaining({ index: 0, power: "instant" })]);
+      expect(d.counters.exits).toBe(0);
+    });
+  });
+
+  it("reads power.draw, with the averaging caveat, on a card without instantaneous power", async () => {
+    await withScenario(LOAD, async () => {
+      const s = sampler();
+      const t = track(s, 1, 100);
+      expect(await t.ready()).toBeNull();
+      const from = t.edge();
+      await sleep(400);
+      const to = t.edge();
+      await t.settle([from, to]);
+      const span = t.span(from, to);
+      expect(span.ok).toBe(true);
+      if (span.ok) {
+        // The scenario holds card 1 at 55 W, so its average is 55 W too.
+        const seconds = Number(to.tNs - from.tNs) / 1e9;
+        expect(span.grossJoules).toBeCloseTo(55 * seconds, 0);
+        expect(span.caveat).toMatch(/average/);
+      }
+      expect(s.powerOf(1)).toBe("averaged");
+      expect(s.diagnostics().counters.notAvailable).toBe(0); // a fallback, not a failed read
+    });
+  });
+
+  it("shares one child between cards and moves to a shorter period without a gap", async () => {
+    await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() - 1_000_000_000n }, async (sc) => {
+      const s = sampler();
+      const t0 = track(s, 0, 200);
+      expect(await t0.ready()).toBeNull();
+      const pid = s.diagnostics().pid;
+      expect(s.diagnostics().periodMs).toBe(200);
+      const from = t0.edge();
+      await sleep(300);
+      const t1 = track(s, 1, 100);
+      expect(await t1.ready()).toBeNull();
+      await waitFor("the faster child", () => s.diagnostics().periodMs === 100);
+      expect(s.diagnostics().pid).not.toBe(pid);
+      await sleep(2_000);
+      const to = t0.edge();
+      await t0.settle([from, to]);
+      const span = t0.span(from, to);
+      expect(span.ok, JSON.stringify(span)).toBe(true);
+      if (span.ok) {
+        const truth = sc.energyJ(0, from.tNs, to.tNs);
+        expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(truth * 0.02);
+      }
+      expect(s.diagnostics().counters.starts).toBe(2);
+      expect(s.diagnostics().counters.exits).toBe(0);
+    });
+  });
+
+  it("tells a window on a card nvidia-smi does not list why, at once", async () => {
+    await withScenario(LOAD, async () => {
+      const s = sampler();
+      const t = track(s, 5, 100);
+      expect(await t.ready()).toMatch(/nvidia-smi lists no GPU 5 \(it lists 0, 1\)/);
+    });
+  });
+
+  it("fails a window across the child's death with the reason, and meters again after the restart", async () => {
+    await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() - 1_000_000_000n }, async (sc) => {
+      const s = sampler({ restartBaseMs: 300 });
+      const t = track(s, 0, 100);
+      expect(await t.ready()).toBeNull();
+      const from = t.edge();
+      await sleep(300);
+      const sh = s.diagnostics().pid as number;
+      const smi = childOf(sh);
+      expect(smi).not.toBeNull();
+      process.kill(smi as number, "SIGKILL");
+      await waitFor("the restart", () => s.diagnostics().counters.starts === 2 && s.diagnostics().running);
+      await waitFor("new readings", () => (s.diagnostics().cards[0]?.readings ?? 0) > 8);
+      const to = t.edge();
+      await t.settle([from, to]);
+      const across = t.span(from, to);
+      expect(across.ok).toBe(false);
+      if (!across.ok)
+        expect(across.reason).toMatch(/nvidia-smi stopped \(nvidia-smi was killed by signal 9\)/);
+      expect(s.diagnostics().counters.exits).toBe(1);
+
+      const again = t.edge();
+      await sleep(2_000);
+      const end = t.edge();
+      await t.settle([again, end]);
+      const after = t.span(again, end);
+      expect(after.ok, JSON.stringify(after)).toBe(true);
+      if (after.ok) {
+        const truth = sc.energyJ(0, again.tNs, end.tNs);
+        expect(Math.abs(after.grossJoules - truth)).toBeLessThanOrEqual(truth * 0.02);
+      }
+    });
+  });
+
+  it("falls back to power.draw alone when the driver rejects power.draw.instant", async () => {
+    await withScenario({ devices: [{ power: 120 }] }, async () => {
+      // An older driver: the field is unknown, the query fails as a whole.
+      const dir = tempDir();
+      const old = join(dir, "nvidia-smi");
+      writeFileSync(
+        old,
+        `#!/bin/sh\ncase "$*" in *power.draw.instant*) printf 'Field "power.draw.instant" is not a valid field to query.\\n\\n'; exit 2;; esac\nexec "${FAKE_SMI}" "$@"\n`,
+      );
+      chmodSync(old, 0o755);
+      const s = sampler({ path: old, restartBaseMs: 10_000 });
+      const t = track(s, 0, 100);
+      expect(await t.ready()).toBeNull();
+      const from = t.edge();
+      await sleep(500);
+      const to = t.edge();
+      await t.settle([from, to]);
+      const span = t.span(from, to);
+      expect(span.ok).toBe(true);
+      if (span.ok) {
+        expect(span.grossJoules).toBeCloseTo((120 * Number(to.tNs - from.tNs)) / 1e9, 0);
+        expect(span.caveat).toMatch(/average/);
+      }
+      const d = s.diagnostics();
+      expect(d.query).toBe("averaged");
+      expect(d.counters.invalidField).toBe(1);
+      expect(d.failures).toBe(0); // switched at once, not backed off
+      expect(s.powerOf(0)).toBe("averaged");
+    });
+  });
+});
+
+suite("smi_sampler on replayed outputs", () => {
+  function replay(lines: readonly string[], env: Record<string, string> = {}): NodeJS.ProcessEnv {
+    const file = join(tempDir(), "replay.csv");
+    writeFileSync(file, lines.join("\n"));
+    return { ...process.env, GIUL_FAKE_SMI_REPLAY: file, ...env };
+  }
+
+  it("skips [N/A] rows without reading them as 0 W, and degrades the windows across them", async () => {
+    const good = (n: number) => Array.from({ length: n }, () => "0, 100.00, 100.00");
+    const env = replay([...good(12), "0, [N/A], [N/A]", "0, [N/A], [N/A]", "0, [N/A], [N/A]", ...good(40)]);
+    const s = sampler({ env, restartBaseMs: 60_000 });
+    const t = track(s, 0, 50);
+    expect(await t.ready()).toBeNull();
+    const before = t.edge();
+    await waitFor("the [N/A] rows", () => s.diagnostics().counters.notAvailable === 3);
+    const inGap = t.edge();
+    const readings = s.diagnostics().counters.readings;
+    await waitFor("readings after the gap", () => s.diagnostics().counters.readings >= readings + 4);
+    const after = t.edge();
+    await waitFor("more readings", () => s.diagnostics().counters.readings >= readings + 14);
+    const end = t.edge();
+    await t.settle([before, inGap, after, end]);
+
+    for (const [a, b] of [
+      [before, after],
+      [before, inGap],
+      [inGap, end],
+    ] as const) {
+      const span = t.span(a, b);
+      expect(span.ok).toBe(false);
+      if (!span.ok) expect(span.reason).toMatch(/nvidia-smi printed \[N\/A\] for the power/);
+    }
+    // The replay prints a constant 100 W: a window clear of the gap is exact.
+    const clear = t.span(after, end);
+    expect(clear.ok, JSON.stringify(clear)).toBe(true);
+    if (clear.ok) expect(clear.grossJoules).toBeCloseTo((100 * Number(end.tNs - after.tNs)) / 1e9, 1);
+    expect(s.diagnostics().counters.readings).toBeLessThanOrEqual(52);
+  });
+
+  it("restarts a failing nvidia-smi with growing delays, and says why", async () => {
+    const capture = join(FAKE_SMI_BIN, "..", "..", "..", "test", "fakes", "smi", "captures", "no-driver.txt");
+    const text = existsSync(capture)
+      ? readFileSync(capture, "utf8")
+      : "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n\n";
+    const file = join(tempDir(), "no-driver.txt");
+    writeFileSync(file, text);
+    const s = sampler({
+      env: { ...process.env, GIUL_FAKE_SMI_REPLAY: file, GIUL_FAKE_SMI_EXIT: "9" },
+      restartBaseMs: 40,
+    });
+    const t = track(s, 0, 100);
+    const ready = await t.ready();
+    expect(ready).toMatch(
+      /^nvidia-smi exited with code 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\..*; restarting it in \d+ ms$/,
+    );
+    // Collect the announced delays while the child keeps failing.
+    const delays: number[] = [];
+    const ring = (s as unknown as { cards: Map<number, { ring: { failure(): string | null } }> }).cards.get(
+      0,
+    )?.ring;
+    await waitFor(
+      "four restarts",
+      () => {
+        const m = /restarting it in (\d+) ms/.exec(ring?.failure() ?? "");
+        const ms = m ? Number(m[1]) : null;
+        if (ms !== null && delays[delays.length - 1] !== ms) delays.push(ms);
+        return delays.length >= 4;
+      },
+      5_000,
+    );
+    expect(delays.slice(0, 4)).toEqual([40, 80, 160, 320]);
+    const d = s.diagnostics();
+    expect(d.counters.messages).toBeGreaterThanOrEqual(4);
+    expect(d.counters.readings).toBe(0);
+    expect(d.lastStop).toMatch(/exited with code 9/);
+  });
+
+  it("drops a row cut off by the child's exit and counts it", async () => {
+    const env = replay(["0, 69.62, 69.85", "0, 69.62, 69.85", "0, 631.9"]);
+    const s = sampler({ env, restartBaseMs: 60_000 });
+    const t = track(s, 0, 50);
+    expect(await t.ready()).toBeNull();
+    await waitFor("the exit", () => s.diagnostics().counters.exits === 1);
+    const d = s.diagnostics();
+    expect(d.counters.truncated).toBe(1);
+    expect(d.counters.readings).toBe(2);
+    expect(d.lastStop).toBe("nvidia-smi exited with code 0");
+  });
+
+  it("degrades windows over a lost GPU and garbled rows, with the reason", async () => {
+    const env = replay([
+      "0, 80.00, 80.00",
+      "0, 80.00, 80.00",
+      "0, 80.00, 80.00",
+      "0, 80.00, 80.00",
+      "0, [GPU is lost], [GPU is lost]",
+      "0, [GPU is lost], [GPU is lost]",
+      "0, 8#.00, 80.00",
+      "0, 80.00",
+      ...Array.from({ length: 30 }, () => "0, 80.00, 80.00"),
+    ]);
+    const s = sampler({ env, restartBaseMs: 60_000 });
+    const t = track(s, 0, 50);
+    expect(await t.ready()).toBeNull();
+    const from = t.edge();
+    await waitFor("the garbled rows", () => s.diagnostics().counters.malformed === 2);
+    await waitFor("a reading after them", () => s.diagnostics().counters.readings >= 6);
+    const to = t.edge();
+    await t.settle([from, to]);
+    const span = t.span(from, to);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/nvidia-smi printed \[GPU is lost\]/);
+    expect(s.diagnostics().counters.gpuLost).toBe(2);
+  });
+});
