@@ -15,6 +15,15 @@ interface ChildReport {
   readonly devices: Record<string, DeviceInfo | NativeFailure>;
   readonly processes: Record<string, (Omit<ProcessList, "tNs"> & { tNs: string }) | NativeFailure>;
   readonly around: Record<string, [string, string]>;
+  /** With TEST_SAMPLE: the ring header and last sample after a few ticks on device 0. */
+  readonly sampled?: {
+    counter: number;
+    powerSource: number;
+    state: number;
+    flags: number;
+    energyMj: number | null;
+    powerMw: number;
+  };
 }
 
 // Runs in the child (CommonJS, `node -e`): init, then deviceInfo and computeProcesses per index.
@@ -27,6 +36,16 @@ const b = require(process.env.TEST_ADDON);
     const before = b.monotonicNs();
     out.processes[i] = await b.computeProcesses(i);
     out.around[i] = [before, b.monotonicNs()];
+  }
+  if (process.env.TEST_SAMPLE) {
+    const s = b.openSampler(0, 5);
+    const f = new Float64Array(s.buffer);
+    const L = b.layout;
+    while (f[L.hHead] < 5) await new Promise((r) => setTimeout(r, 5));
+    s.release();
+    const last = L.headerSlots + (f[L.hHead] - 1) * L.sampleSlots;
+    out.sampled = { counter: f[L.hCounter], powerSource: f[L.hPowerSource], state: f[L.hState],
+      flags: f[last + L.sFlags], energyMj: f[last + L.sEnergyMj], powerMw: f[last + L.sPowerMw] };
   }
   process.stdout.write(JSON.stringify(out, (k, v) => (typeof v === "bigint" ? String(v) : v)));
 })();
@@ -158,7 +177,7 @@ describe.skipIf(!haveDoubles())("native NVML loader (test double)", () => {
         },
       ],
     });
-    const report = runChild(sc.env({ GIUL_NVML_LIBRARY: FAKE_NVML_LEGACY }), [0]);
+    const report = runChild(sc.env({ GIUL_NVML_LIBRARY: FAKE_NVML_LEGACY, TEST_SAMPLE: "1" }), [0]);
     const info = ok(report.init);
     expect(info.symbols).toMatchObject({
       init: "nvmlInit",
@@ -178,6 +197,15 @@ describe.skipIf(!haveDoubles())("native NVML loader (test double)", () => {
     expect(dev.notes.energyCounter).toMatch(/does not export nvmlDeviceGetTotalEnergyConsumption/);
     const procs = ok(report.processes[0] ?? failure(undefined));
     expect(procs.processes).toEqual([{ pid: 777, usedMib: 2048, name: "python3" }]);
+    // The sampler: power from nvmlDeviceGetPowerUsage (the default scenario power, 50 W), no counter.
+    expect(report.sampled).toEqual({
+      counter: 0,
+      powerSource: 2,
+      state: 1,
+      flags: 2,
+      energyMj: null,
+      powerMw: 50_000,
+    });
   });
 
   it("reports a missing library as NVML_LIBRARY_NOT_FOUND, and every later call the same", () => {
