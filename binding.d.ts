@@ -177,9 +177,11 @@ export interface NativeSampler {
    */
   setPeriod(periodMs: number): void;
   /**
-   * Drop this reference. The thread is stopped and joined, and the ring freed, when the last
-   * reference in the process goes (references are also dropped by an environment's cleanup hook).
-   * Idempotent. The buffer stays readable (a final snapshot) after release.
+   * Drop this reference. When the last reference in the process goes, the thread is told to stop
+   * (it exits after the NVML call in progress, if any; release never waits for it) and is joined
+   * once it has returned; the ring is freed when the last buffer over it is collected. References
+   * are also dropped by an environment's cleanup hook and by this object's finaliser.
+   * Idempotent. The buffer stays readable (a final snapshot, hState 3 once stopped) after release.
    */
   release(): void;
 }
