@@ -4,6 +4,7 @@
 //   2. a development checkout (cmake-js installed, cmake on PATH): build the addon and the test
 //      doubles with cmake-js;
 //   3. otherwise: say in one line that giul runs on its pure-TS paths, and exit 0.
+// GIUL_SKIP_INSTALL_BUILD=1 skips all of it.
 "use strict";
 
 const { spawnSync } = require("node:child_process");
