@@ -59,6 +59,28 @@ export interface EnergyRecord {
   max_gap_ms: number | null;
 }
 
+/** Every field of an {@link Energy}, all present (one shape, so building records stays cheap). */
+export interface EnergyFields {
+  readonly joules: number | null;
+  readonly method: Method;
+  readonly backend: BackendName;
+  readonly seconds: number;
+  readonly idleW: number;
+  readonly tokens: number | null;
+  /** Frozen by the caller (charge() does). */
+  readonly stages: Readonly<Record<string, Energy>>;
+  /** Frozen by the caller (charge() does). */
+  readonly contendedBy: readonly ContendingProcess[];
+  readonly reason: string | null;
+  readonly measuredJoules: number | null;
+  readonly uncertaintyJoules: number | null;
+  readonly samples: number | null;
+  readonly maxGapMs: number | null;
+}
+
+const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
+const NO_PROCESSES: readonly ContendingProcess[] = Object.freeze([]);
+
 /**
  * What one answer (or one stage of it) cost, charged above idle and labelled with how it was
  * obtained. `joules` is null only when `method` is "unknown".
@@ -89,35 +111,21 @@ export class Energy {
   /** Largest gap between the samples covering the span (ms). */
   readonly maxGapMs: number | null;
 
-  constructor(fields: {
-    joules: number | null;
-    method: Method;
-    backend: BackendName;
-    seconds: number;
-    idleW: number;
-    tokens: number | null;
-    stages?: Readonly<Record<string, Energy>>;
-    contendedBy?: readonly ContendingProcess[];
-    reason: string | null;
-    measuredJoules?: number | null;
-    uncertaintyJoules?: number | null;
-    samples?: number | null;
-    maxGapMs?: number | null;
-  }) {
+  constructor(fields: EnergyFields) {
     this.joules = fields.joules;
     this.method = fields.method;
     this.backend = fields.backend;
     this.seconds = fields.seconds;
     this.idleW = fields.idleW;
     this.tokens = fields.tokens;
-    this.stages = Object.freeze({ ...(fields.stages ?? {}) });
-    this.contendedBy = Object.freeze([...(fields.contendedBy ?? [])]);
-    this.contended = this.contendedBy.length > 0;
+    this.stages = fields.stages;
+    this.contendedBy = fields.contendedBy;
+    this.contended = fields.contendedBy.length > 0;
     this.reason = fields.reason;
-    this.measuredJoules = fields.measuredJoules ?? null;
-    this.uncertaintyJoules = fields.uncertaintyJoules ?? null;
-    this.samples = fields.samples ?? null;
-    this.maxGapMs = fields.maxGapMs ?? null;
+    this.measuredJoules = fields.measuredJoules;
+    this.uncertaintyJoules = fields.uncertaintyJoules;
+    this.samples = fields.samples;
+    this.maxGapMs = fields.maxGapMs;
     Object.freeze(this);
   }
 
@@ -162,40 +170,48 @@ export class Energy {
  *    in `measuredJoules`.
  */
 export function charge(measurement: SpanMeasurement, ctx: ChargeContext): Energy {
-  const base = {
-    backend: ctx.backend,
-    seconds: ctx.seconds,
-    idleW: ctx.idleW,
-    tokens: ctx.tokens,
-    stages: ctx.stages,
-    contendedBy: ctx.contendedBy ?? [],
-  };
-  if (!measurement.ok) return degrade(base, ctx, measurement.reason, null, {});
+  const stages = Object.keys(ctx.stages).length === 0 ? NO_STAGES : Object.freeze({ ...ctx.stages });
+  const contendedBy =
+    ctx.contendedBy === null || ctx.contendedBy.length === 0
+      ? NO_PROCESSES
+      : Object.freeze([...ctx.contendedBy]);
+  if (!measurement.ok) return degrade(ctx, stages, contendedBy, measurement.reason, null, null);
 
   const above = measurement.grossJoules - ctx.idleW * ctx.seconds;
-  const quality = {
-    uncertaintyJoules: measurement.uncertaintyJoules,
-    samples: measurement.samples,
-    maxGapMs: measurement.maxGapMs,
-  };
   if (!(above > 0)) {
     const reason =
       `measured ${round(above)} J above idle (${round(measurement.grossJoules)} J drawn over ` +
       `${round(ctx.seconds)} s at idleW ${ctx.idleW}): a failed measurement, not a free request`;
-    return degrade(base, ctx, reason, above, quality);
+    return degrade(ctx, stages, contendedBy, reason, above, measurement);
   }
-  if (ctx.contendedBy && ctx.contendedBy.length > 0) {
-    const who = ctx.contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`).join(", ");
-    return degrade(base, ctx, `card shared with ${who}: the draw is real but not ours`, above, quality);
+  if (contendedBy.length > 0) {
+    const who = contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`).join(", ");
+    return degrade(
+      ctx,
+      stages,
+      contendedBy,
+      `card shared with ${who}: the draw is real but not ours`,
+      above,
+      measurement,
+    );
   }
-  const notes = [measurement.caveat, ctx.contentionUnchecked].filter((n): n is string => n !== null);
+  let reason = measurement.caveat;
+  if (ctx.contentionUnchecked !== null)
+    reason = reason === null ? ctx.contentionUnchecked : `${reason}; ${ctx.contentionUnchecked}`;
   return new Energy({
-    ...base,
-    ...quality,
     joules: above,
     method: "sampled",
-    reason: notes.length > 0 ? notes.join("; ") : null,
+    backend: ctx.backend,
+    seconds: ctx.seconds,
+    idleW: ctx.idleW,
+    tokens: ctx.tokens,
+    stages,
+    contendedBy,
+    reason,
     measuredJoules: above,
+    uncertaintyJoules: measurement.uncertaintyJoules,
+    samples: measurement.samples,
+    maxGapMs: measurement.maxGapMs,
   });
 }
 
@@ -205,39 +221,33 @@ export function unmeasured(reason: string, ctx: ChargeContext): Energy {
 }
 
 function degrade(
-  base: {
-    backend: BackendName;
-    seconds: number;
-    idleW: number;
-    tokens: number | null;
-    stages: Readonly<Record<string, Energy>>;
-    contendedBy: readonly ContendingProcess[];
-  },
   ctx: ChargeContext,
+  stages: Readonly<Record<string, Energy>>,
+  contendedBy: readonly ContendingProcess[],
   reason: string,
   measuredJoules: number | null,
-  quality: { uncertaintyJoules?: number; samples?: number; maxGapMs?: number },
+  quality: { readonly uncertaintyJoules: number; readonly samples: number; readonly maxGapMs: number } | null,
 ): Energy {
   const extra = ctx.contentionUnchecked ? `; ${ctx.contentionUnchecked}` : "";
-  if (ctx.joulesPer1kHint !== null && ctx.tokens !== null) {
-    return new Energy({
-      ...base,
-      ...quality,
-      joules: (ctx.joulesPer1kHint * ctx.tokens) / 1000,
-      method: "estimated",
-      reason: `${reason}; estimated from joulesPer1kHint ${ctx.joulesPer1kHint} × ${ctx.tokens} tokens${extra}`,
-      measuredJoules,
-    });
-  }
+  const estimate = ctx.joulesPer1kHint !== null && ctx.tokens !== null;
   const missing =
     ctx.joulesPer1kHint === null ? "no joulesPer1kHint to estimate from" : "no token count to estimate from";
   return new Energy({
-    ...base,
-    ...quality,
-    joules: null,
-    method: "unknown",
-    reason: `${reason}; ${missing}${extra}`,
+    joules: estimate ? ((ctx.joulesPer1kHint as number) * (ctx.tokens as number)) / 1000 : null,
+    method: estimate ? "estimated" : "unknown",
+    backend: ctx.backend,
+    seconds: ctx.seconds,
+    idleW: ctx.idleW,
+    tokens: ctx.tokens,
+    stages,
+    contendedBy,
+    reason: estimate
+      ? `${reason}; estimated from joulesPer1kHint ${ctx.joulesPer1kHint} × ${ctx.tokens} tokens${extra}`
+      : `${reason}; ${missing}${extra}`,
     measuredJoules,
+    uncertaintyJoules: quality?.uncertaintyJoules ?? null,
+    samples: quality?.samples ?? null,
+    maxGapMs: quality?.maxGapMs ?? null,
   });
 }
 

@@ -1,7 +1,7 @@
 import type { Edge, Track } from "./backends/track.js";
 import type { BackendName } from "./backends/types.js";
 import { debug } from "./debug.js";
-import { type ChargeContext, charge, type Energy, type SpanMeasurement } from "./energy.js";
+import { charge, type Energy, type SpanMeasurement } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { forcedBackend, type Selection, select } from "./select.js";
@@ -60,6 +60,7 @@ const asyncDispose: typeof Symbol.asyncDispose =
   Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
 
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
+const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 
 function optionError(field: string, message: string): GiulError {
   return new GiulError("INVALID_OPTION", `${field}: ${message}`, { field });
@@ -271,19 +272,31 @@ export class Meter {
     }
     const tokens = checkTokens("tokens", options.tokens);
     const backend = this.selection?.backend ?? "none";
-    const common = {
-      backend,
-      idleW: this.node.idleW,
-      joulesPer1kHint: this.hint,
-      contendedBy: null,
-      contentionUnchecked: null,
-    };
+    const idleW = this.node.idleW;
+    const hint = this.hint;
     const stages: Record<string, Energy> = {};
     for (const stage of this.outcome.stages) {
-      const ctx: ChargeContext = { ...common, seconds: stage.seconds, tokens: stage.tokens, stages: {} };
-      stages[stage.name] = charge(stage.measurement, ctx);
+      stages[stage.name] = charge(stage.measurement, {
+        backend,
+        seconds: stage.seconds,
+        idleW,
+        tokens: stage.tokens,
+        joulesPer1kHint: hint,
+        contendedBy: null,
+        contentionUnchecked: null,
+        stages: NO_STAGES,
+      });
     }
-    return charge(this.outcome.total, { ...common, seconds: this.outcome.seconds, tokens, stages });
+    return charge(this.outcome.total, {
+      backend,
+      seconds: this.outcome.seconds,
+      idleW,
+      tokens,
+      joulesPer1kHint: hint,
+      contendedBy: null,
+      contentionUnchecked: null,
+      stages,
+    });
   }
 
   /**

@@ -36,7 +36,9 @@ describe.runIf(ready)("a coarse or faulty energy counter", () => {
 
   it("a counter that jumps inside the window (driver reload) degrades the window", async () => {
     const jumpAt = sc.nowMs() + 150;
-    sc.update({ devices: [{ power: 300, counterStepMs: 100, counterJumps: [{ tMs: jumpAt, deltaMj: 5_000_000 }] }] });
+    sc.update({
+      devices: [{ power: 300, counterStepMs: 100, counterJumps: [{ tMs: jumpAt, deltaMj: 5_000_000 }] }],
+    });
     const m = await Meter.forNode(node).open();
     await sleep(400);
     await m.close();

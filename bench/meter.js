@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// Benchmarks of the Meter on the native path (issue 3), against the libnvidia-ml test double:
+//   1. event-loop time per window (open + 2 marks + close + result) at 1,000 concurrent windows;
+//   2. the sampling thread's CPU at 10 ms and 1 ms periods;
+//   3. RSS over 1,000,000 windows.
+// Usage: npm run build && node --expose-gc bench/meter.js [--quick]
+// Prints a Markdown section for bench/RESULTS.md. Numbers are for the double, whose NVML calls
+// cost almost nothing: on a real card add the driver's own cost to the sampler CPU.
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const quick = process.argv.includes("--quick");
+
+// The scenario: a card drawing 300 W with a 100 W swing every 50 ms.
+const dir = mkdtempSync(join(tmpdir(), "giul-bench-"));
+const scenario = join(dir, "scenario.txt");
+const pts = [];
+for (let t = 0; t < 3_600_000; t += 50)
+  pts.push(`${t} ${t % 100 === 0 ? 300 : 400}`, `${t + 49.9} ${t % 100 === 0 ? 300 : 400}`);
+writeFileSync(
+  scenario,
+  `t0_ns ${process.hrtime.bigint()}\ndevice 0 counter_step_ms=10\npower 0 ${pts.join(" ")}\n`,
+);
+process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
+process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+
+const { Meter } = await import(join(root, "dist", "index.js"));
+const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
+};
+
+// ---- 1. event-loop time per window ------------------------------------------------------------
+async function round(withMeter, n) {
+  const before = performance.eventLoopUtilization();
+  await Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const m = withMeter ? await Meter.forNode(node, { joulesPer1kHint: 4000 }).open() : null;
+      await sleep(5 + (i % 20));
+      m?.mark("retrieve");
+      await sleep(5);
+      m?.mark("generate");
+      if (m) {
+        await m.close();
+        m.result({ tokens: 100 });
+      }
+    }),
+  );
+  return performance.eventLoopUtilization(before).active;
+}
+
+const warm = await Meter.forNode(node).open();
+await warm.close();
+for (let i = 0; i < 3; i++) {
+  await round(true, 1000);
+  await round(false, 1000);
+}
+const rounds = quick ? 5 : 20;
+const perWindowUs = [];
+const baselineMs = [];
+const meteredMs = [];
+for (let i = 0; i < rounds; i++) {
+  const base = await round(false, 1000);
+  const metered = await round(true, 1000);
+  baselineMs.push(base);
+  meteredMs.push(metered);
+  perWindowUs.push(((metered - base) * 1000) / 1000);
+}
+
+// ---- 2. sampler CPU --------------------------------------------------------------------------
+function threadTicks(name) {
+  let ticks = 0;
+  let found = false;
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      const comm = readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim();
+      if (comm !== name) continue;
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]); // utime + stime
+      found = true;
+    } catch {}
+  }
+  return found ? ticks : null;
+}
+async function samplerCpu(periodMs, seconds) {
+  await sleep(6000); // let an earlier sampler linger out, so this period is the only one asked
+  const m = await Meter.forNode(node, { periodMs }).open();
+  await sleep(200);
+  const t0 = threadTicks("giul-gpu0");
+  const w0 = process.hrtime.bigint();
+  await sleep(seconds * 1000);
+  const t1 = threadTicks("giul-gpu0");
+  const wall = Number(process.hrtime.bigint() - w0) / 1e9;
+  await m.close();
+  const hz = 100; // USER_HZ on Linux
+  return t0 === null || t1 === null ? null : ((t1 - t0) / hz / wall) * 100;
+}
+const cpu10 = await samplerCpu(10, quick ? 3 : 10);
+const cpu1 = await samplerCpu(1, quick ? 3 : 10);
+
+// ---- 3. RSS over 1,000,000 windows ---------------------------------------------------------
+const total = quick ? 100_000 : 1_000_000;
+const rss = [];
+const gc = globalThis.gc ?? (() => {});
+gc();
+rss.push([0, process.memoryUsage().rss]);
+let done = 0;
+const t0 = Date.now();
+while (done < total) {
+  await Promise.all(
+    Array.from({ length: 1000 }, async () => {
+      const m = await Meter.forNode(node, { periodMs: 1 }).open();
+      m.mark("a");
+      m.mark("b");
+      await m.close();
+      m.result({ tokens: 1 });
+    }),
+  );
+  done += 1000;
+  if (done % (total / 10) === 0) {
+    gc();
+    rss.push([done, process.memoryUsage().rss]);
+  }
+}
+const rssSeconds = (Date.now() - t0) / 1000;
+rmSync(dir, { recursive: true, force: true });
+
+// ---- report -----------------------------------------------------------------------------------
+const cpuModel = cpus()[0]?.model ?? "unknown";
+const mib = (b) => (b / 1048576).toFixed(1);
+const lines = [
+  `## Meter on the native path (nvml_counter, libnvidia-ml test double)`,
+  ``,
+  `Machine: ${cpus().length} × ${cpuModel}, ${((await import("node:os")).totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.`,
+  `Command: \`npm run build && node --expose-gc bench/meter.js${quick ? " --quick" : ""}\`.`,
+  ``,
+  `**Event-loop time per window** (open + 2 marks + close + result), 1,000 concurrent windows per round,`,
+  `${rounds} rounds; event-loop active time of a round minus that of the same round without meters, per window:`,
+  `median ${median(perWindowUs).toFixed(1)} µs, p90 ${pct(perWindowUs, 90).toFixed(1)} µs (target: median ≤ 20 µs).`,
+  `(Round totals: metered median ${median(meteredMs).toFixed(1)} ms, baseline median ${median(baselineMs).toFixed(1)} ms.)`,
+  ``,
+  `**Sampling thread CPU** (one core = 100%): ${cpu10 === null ? "n/a" : cpu10.toFixed(2)}% at 10 ms, ${cpu1 === null ? "n/a" : cpu1.toFixed(2)}% at 1 ms`,
+  `(the double's calls are nearly free; a real driver's calls add their own cost, see nvml-facts.md §2.3).`,
+  ``,
+  `**RSS over ${total.toLocaleString("en")} windows** (1,000 concurrent at a time, 1 ms period, ${rssSeconds.toFixed(0)} s):`,
+  rss.map(([n, b]) => `${(n / 1000).toFixed(0)}k: ${mib(b)} MiB`).join(", "),
+  `(growth after the first tenth: ${mib((rss.at(-1)?.[1] ?? 0) - (rss[1]?.[1] ?? 0))} MiB).`,
+  ``,
+];
+console.log(lines.join("\n"));
+process.exit(0);
