@@ -6,6 +6,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../binding.js";
+import { querySmiOnce, type SmiProbe } from "./backends/smi-parse.js";
 import { type BackendName, chooseLocalBackend, type LocalCapabilities } from "./backends/types.js";
 import { type BindingLoad, loadBinding } from "./binding.js";
 import { debug } from "./debug.js";
@@ -66,6 +67,12 @@ export interface HostReport {
   readonly addon: AddonStatus;
   readonly nvml: NvmlStatus;
   readonly smi: SmiStatus;
+  /**
+   * One run of the smi sampler's query (null when no nvidia-smi was found): whether the driver
+   * knows `power.draw.instant`, and per card which power the smi_sampler would read (instantaneous,
+   * or `power.draw`, a 1 s average on Ampere and newer), or why it cannot.
+   */
+  readonly smiPower: SmiProbe | null;
   readonly devices: readonly HostDevice[];
 }
 
@@ -81,6 +88,8 @@ export interface CardCapabilities extends LocalCapabilities {
 export interface HostDeps {
   readonly load: () => BindingLoad;
   readonly env: NodeJS.ProcessEnv;
+  /** Runs nvidia-smi's power query once (default: querySmiOnce). */
+  readonly querySmi?: (path: string, env: NodeJS.ProcessEnv) => Promise<SmiProbe>;
 }
 
 const defaultDeps: HostDeps = { load: loadBinding, env: process.env };
@@ -240,6 +249,19 @@ function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiSta
   };
 }
 
+async function querySmi(deps: HostDeps, path: string): Promise<SmiProbe> {
+  try {
+    return await (deps.querySmi ?? querySmiOnce)(path, deps.env);
+  } catch (error) {
+    return {
+      ok: false,
+      reason: `running ${path} failed: ${errorText(error)}`,
+      instantField: null,
+      devices: [],
+    };
+  }
+}
+
 /** Probes the host with the given dependencies, without caching. Never throws. */
 export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
   const load = deps.load();
@@ -262,7 +284,8 @@ export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
     devices.length,
     smi.path,
   );
-  return { addon, nvml: nvml.status, smi, devices };
+  const smiPower = smi.path === null ? null : await querySmi(deps, smi.path);
+  return { addon, nvml: nvml.status, smi, smiPower, devices };
 }
 
 let cachedReport: Promise<HostReport> | undefined;

@@ -61,6 +61,18 @@ function memory(device: HostDevice): string {
   return `${used} / ${device.memoryTotalMib} MiB used`;
 }
 
+/** What the smi_sampler would read per card (instantaneous or averaged power), after its path. */
+function smiPowerText(probe: HostReport["smiPower"]): string {
+  if (probe === null) return "";
+  if (!probe.ok) return ` (cannot read power: ${probe.reason})`;
+  const cards = probe.devices.map((d) => {
+    if (d.power === "instant") return `GPU ${d.index} power.draw.instant`;
+    if (d.power === "averaged") return `GPU ${d.index} power.draw only (a 1 s average on recent cards)`;
+    return `GPU ${d.index} unreadable (${d.reason})`;
+  });
+  return ` (${cards.join("; ")})`;
+}
+
 /** The report as text for a person. */
 export function formatHuman(report: HostReport): string {
   const { addon, nvml, smi, devices } = report;
@@ -74,7 +86,10 @@ export function formatHuman(report: HostReport): string {
           ? `loaded from ${nvml.library}, driver ${nvml.driverVersion ?? "unknown"}, ${nvml.deviceCount} device(s)`
           : `unavailable: ${addon.loaded ? nvml.reason : "the giul addon, through which NVML is read, is not loaded"}`,
       ],
-      ["nvidia-smi", smi.path ?? `not found (${smi.reason})`],
+      [
+        "nvidia-smi",
+        smi.path === null ? `not found (${smi.reason})` : `${smi.path}${smiPowerText(report.smiPower)}`,
+      ],
     ]),
   );
   lines.push("");
