@@ -112,6 +112,8 @@ export interface SmiDiagnostics {
   readonly lastStop: string | null;
   /** Deaths in a row (the backoff exponent). */
   readonly failures: number;
+  /** The delay of the restart now pending (ms), or null. */
+  readonly restartInMs: number | null;
   readonly counters: Readonly<SmiCounters>;
   readonly cards: readonly SmiCardDiagnostics[];
 }
@@ -258,6 +260,7 @@ export class SmiSampler {
   private lastStop: string | null = null;
   private lastPath: string | null = null;
   private lastStamp = 0n;
+  private pendingDelayMs = 0;
   private exitHook: (() => void) | null = null;
   readonly counters: SmiCounters = zeroCounters();
 
@@ -348,6 +351,7 @@ export class SmiSampler {
       query: this.query,
       lastStop: this.lastStop,
       failures: this.failures,
+      restartInMs: this.restartTimer !== null ? this.pendingDelayMs : null,
       counters: { ...this.counters },
       cards: [...this.cards.values()].map((c) => ({ index: c.index, power: c.power, readings: c.readings })),
     };
@@ -477,6 +481,13 @@ export class SmiSampler {
       }, 2_000);
       child.killTimer.unref();
     }
+  }
+
+  /** Stops the child and forgets every card (their tracks then fail their windows). */
+  shutdown(): void {
+    for (const card of this.cards.values()) card.ring.fail("the nvidia-smi sampler was shut down");
+    this.cards.clear();
+    this.stopAll();
   }
 
   private stopAll(): void {
@@ -698,6 +709,7 @@ export class SmiSampler {
   private scheduleRestart(): void {
     if (this.restartTimer !== null || this.cards.size === 0) return;
     const delay = this.restartDelayMs();
+    this.pendingDelayMs = delay;
     this.failures += 1;
     const why = `${this.lastStop ?? "nvidia-smi stopped"}; restarting it in ${delay} ms`;
     for (const card of this.cards.values()) {
