@@ -155,7 +155,7 @@ const WATCHDOG = [
   "exec 3<&0",
   '"$@" </dev/null 3<&- &',
   "c=$!",
-  '{ while read -r line; do :; done; kill -TERM "$c" 2>/dev/null; sleep 1; kill -KILL "$c" 2>/dev/null; } <&3 &',
+  '{ while read -r line; do :; done; kill -TERM "$c" 2>/dev/null; sleep 1; kill -KILL "$c" 2>/dev/null; } <&3 >/dev/null 2>&1 &',
   "w=$!",
   "exec 3<&-",
   'wait "$c"',
