@@ -60,6 +60,54 @@ export interface RingSource {
   describeError(code: number): string;
 }
 
+/** The newest sample of a track (RingTrack.latest). */
+export interface LatestSample {
+  /** CLOCK_MONOTONIC ns of the sample. */
+  readonly tNs: bigint;
+  /** Its index k in the ring. */
+  readonly index: number;
+  /** The cumulative energy column (counter or integral of power), mJ; NaN when that read failed. */
+  readonly cumulativeMj: number;
+  /** Power, mW; NaN when that read failed. */
+  readonly powerMw: number;
+  /** Faulty samples so far. */
+  readonly faults: number;
+  /** Which run of the sampler (see RingInfo.generation). */
+  readonly generation: number;
+}
+
+/** What a running ring is (RingTrack.ringInfo). */
+export interface RingInfo {
+  readonly column: "energy" | "integral";
+  readonly averagedPower: boolean;
+  readonly periodNs: number;
+  readonly counterStepNs: number;
+  /** Incremented each time the track opens a ring: values of two generations do not subtract. */
+  readonly generation: number;
+}
+
+/** The cumulative value at one edge (RingTrack.reading). */
+export type EdgeReading =
+  | {
+      readonly ok: true;
+      readonly tNs: bigint;
+      /** Cumulative column at the edge, interpolated between the two samples around it (mJ). */
+      readonly valueMj: number;
+      /** Power at the sample after the edge (mW; NaN when unknown). */
+      readonly powerMw: number;
+      /** Largest error the interpolation can make (mJ). */
+      readonly interpErrMj: number;
+      /** Longest read among the two samples (ns). */
+      readonly readNs: number;
+      /** Index of the sample before the edge. */
+      readonly kA: number;
+      /** Cumulative faults at the sample before and after the edge. */
+      readonly faultsA: number;
+      readonly faultsB: number;
+      readonly generation: number;
+    }
+  | { readonly ok: false; readonly reason: string };
+
 const PENDING = 0;
 const RESOLVED = 1;
 const FAILED = 2;
@@ -125,6 +173,8 @@ export class RingTrack implements Track {
   private readonly scratch2: Sample = { ...this.scratch };
 
   private readonly clock: () => bigint;
+  /** Counts the rings opened, so that readings from two runs of the sampler are never subtracted. */
+  private generation = 0;
 
   /** `clock` is CLOCK_MONOTONIC ns (process.hrtime.bigint); tests pass their own. */
   constructor(backend: BackendName, source: RingSource, clock: () => bigint = process.hrtime.bigint) {
@@ -146,6 +196,7 @@ export class RingTrack implements Track {
       else {
         this.ring = opened;
         this.openReason = null;
+        this.generation += 1;
       }
     } else if (periodMs < this.periodMs) {
       this.periodMs = periodMs;
@@ -295,6 +346,68 @@ export class RingTrack implements Track {
       maxGapMs: maxGap / 1e6,
       uncertaintyJoules: uncertaintyMj / 1000,
       caveat,
+    };
+  }
+
+  /**
+   * The newest sample and what it means, or null before the first (for giul-agent's /power and
+   * /metrics; windows never use it). `cumulativeMj` is the track's column (counter or integral).
+   */
+  latest(): LatestSample | null {
+    const ring = this.ring;
+    if (ring === null) return null;
+    const head = ring.head();
+    const s = this.scratch2;
+    if (head === 0 || !ring.read(head - 1, s)) return null;
+    return {
+      tNs: ring.epochNs + BigInt(Math.round(s.t)),
+      index: head - 1,
+      cumulativeMj: this.source.column === "energy" ? s.energyMj : s.integralMj,
+      powerMw: s.powerMw,
+      faults: s.faults,
+      generation: this.generation,
+    };
+  }
+
+  /** What the running ring is: its column, period and counter step; null when none runs. */
+  ringInfo(): RingInfo | null {
+    const ring = this.ring;
+    if (ring === null) return null;
+    return {
+      column: this.source.column,
+      averagedPower: this.source.averagedPower,
+      periodNs: ring.periodNs(),
+      counterStepNs: ring.counterStepNs(),
+      generation: this.generation,
+    };
+  }
+
+  /**
+   * The cumulative value at one settled edge, with the samples that bracket it (for giul-agent,
+   * which hands single edges to a remote meter; windows use span()).
+   */
+  reading(edge: Edge): EdgeReading {
+    if (!(edge instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the edge" };
+    }
+    if (edge.state !== RESOLVED) return { ok: false, reason: edge.reason ?? "not settled" };
+    if (edge.ring !== this.ring) return { ok: false, reason: "the sampler restarted" };
+    const faultsA = this.readAt(edge.ring, edge.kA)?.faults;
+    const faultsB = this.readAt(edge.ring, edge.kB)?.faults;
+    if (faultsA === undefined || faultsB === undefined) {
+      return { ok: false, reason: "the edge outlived the sampler's history" };
+    }
+    return {
+      ok: true,
+      tNs: edge.tNs,
+      valueMj: edge.value,
+      powerMw: edge.powerMw,
+      interpErrMj: Math.max(edge.value - edge.vA, edge.vB - edge.value),
+      readNs: edge.readNs,
+      kA: edge.kA,
+      faultsA,
+      faultsB,
+      generation: this.generation,
     };
   }
 

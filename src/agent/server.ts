@@ -1,0 +1,249 @@
+/**
+ * giul-agent's HTTP server: Node's standard `http` only, read-only.
+ *
+ * - `GET /power`   the Python agent's fields for one card, plus this agent's energy extras (wire.ts)
+ * - `GET /energy`  the cumulative energy at the request's arrival, for a remote meter's edges
+ * - `GET /metrics` Prometheus text for every served card
+ *
+ * `?gpu=N` picks a served card (default: the first). HEAD is answered like GET without a body.
+ * Anything else is 404 (unknown path) or 405 (another method); a request with a body is refused
+ * (413) and its connection closed. Slow clients are cut off by the header and request timeouts,
+ * idle keep-alive connections by the keep-alive timeout, and the number of connections is capped.
+ * No input can crash it: every failure is an HTTP status, and handler errors are 500.
+ */
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { join } from "node:path";
+import { packageRoot } from "../binding.js";
+import { debug } from "../debug.js";
+import { formatMetrics } from "./metrics.js";
+import { DeviceMonitor } from "./monitor.js";
+
+export interface AgentOptions {
+  /** TCP port (default 9402; 0 picks a free one). */
+  readonly port?: number;
+  /** Address to bind (default 127.0.0.1). */
+  readonly host?: string;
+  /** Card indices to serve (default [0]); /power and /energy default to the first. */
+  readonly gpus?: readonly number[];
+  /** The sampler's period (ms, 1..1000; default 10). */
+  readonly periodMs?: number;
+  /** Connections open at once before new ones are refused (default 1024). */
+  readonly maxConnections?: number;
+  /** A request's headers must arrive within this (ms; default 5000). */
+  readonly headersTimeoutMs?: number;
+  /** A whole request must arrive within this (ms; default 10000). */
+  readonly requestTimeoutMs?: number;
+  /** An idle keep-alive connection is closed after this (ms; default 5000). */
+  readonly keepAliveTimeoutMs?: number;
+  /** Largest request head accepted (bytes; default 8192); larger is 431. */
+  readonly maxHeaderSize?: number;
+  /** The device state (memory, utilization, processes) is re-read when older than this (ms; default 250). */
+  readonly stateTtlMs?: number;
+  /** Where warnings go (default: stderr). */
+  readonly warn?: (message: string) => void;
+  /** Added to every monotonic_ns reported: tests use it to play an agent on another clock. */
+  readonly clockOffsetNs?: bigint;
+}
+
+export interface Agent {
+  readonly server: Server;
+  /** The bound address and port. */
+  readonly host: string;
+  readonly port: number;
+  /** http://host:port */
+  readonly url: string;
+  /** The served cards, in order. */
+  readonly monitors: readonly DeviceMonitor[];
+  /** Stops listening, closes every connection and releases the samplers. */
+  close(): Promise<void>;
+}
+
+/** This package's version, for the `agent` field ("giul-node/<version>"). */
+export function agentVersion(): string {
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8"));
+    const version = (parsed as { version?: unknown }).version;
+    return typeof version === "string" ? version : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+const ROUTES = new Set(["/power", "/energy", "/metrics"]);
+const JSON_TYPE = "application/json; charset=utf-8";
+
+function send(res: ServerResponse, status: number, type: string, body: string, close = false): void {
+  if (res.headersSent || res.destroyed) return;
+  const headers: Record<string, string | number> = {
+    "content-type": type,
+    "content-length": Buffer.byteLength(body),
+    "cache-control": "no-store",
+  };
+  if (close) headers.connection = "close";
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+function sendError(res: ServerResponse, status: number, message: string, extra: Record<string, string> = {}) {
+  for (const [k, v] of Object.entries(extra)) res.setHeader(k, v);
+  send(res, status, JSON_TYPE, `${JSON.stringify({ error: message })}\n`, status === 413);
+}
+
+function checkInt(field: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`${field}: expected an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Starts an agent and resolves once it listens. Throws on bad options or when the port cannot be bound. */
+export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
+  const port = checkInt("port", options.port ?? 9402, 0, 65535);
+  const host = options.host ?? "127.0.0.1";
+  const gpus = options.gpus ?? [0];
+  if (gpus.length === 0) throw new RangeError("gpus: expected at least one card index");
+  for (const g of gpus) checkInt("gpu", g, 0, 1023);
+  const periodMs = checkInt("periodMs", options.periodMs ?? 10, 1, 1000);
+  const warn = options.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const version = agentVersion();
+  const agentName = `giul-node/${version}`;
+
+  const monitors = [...new Set(gpus)].map(
+    (gpu) =>
+      new DeviceMonitor({
+        gpu,
+        periodMs,
+        stateTtlMs: options.stateTtlMs ?? 250,
+        stateMaxAgeMs: Math.max(2_000, (options.stateTtlMs ?? 250) * 4),
+        refreshWaitMs: 1_000,
+        agent: agentName,
+        clockOffsetNs: options.clockOffsetNs ?? 0n,
+      }),
+  );
+  await Promise.all(monitors.map((m) => m.start()));
+  for (const m of monitors) {
+    if (m.reason !== null) warn(`giul-agent: GPU ${m.gpu}: energy unavailable (${m.reason})`);
+  }
+
+  const pick = (url: URL): DeviceMonitor | null => {
+    const raw = url.searchParams.get("gpu");
+    if (raw === null) return monitors[0] ?? null;
+    if (!/^\d{1,4}$/.test(raw)) return null;
+    return monitors.find((m) => m.gpu === Number(raw)) ?? null;
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? "/", "http://agent.invalid");
+    } catch {
+      sendError(res, 400, "bad request target");
+      return;
+    }
+    if (!ROUTES.has(url.pathname)) {
+      sendError(res, 404, `no such path; this agent serves GET ${[...ROUTES].join(", ")}`);
+      return;
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      sendError(res, 405, "read-only: GET or HEAD only", { allow: "GET, HEAD" });
+      return;
+    }
+    const length = req.headers["content-length"];
+    if ((length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined) {
+      sendError(res, 413, "requests carry no body");
+      return;
+    }
+    if (url.pathname === "/metrics") {
+      const gpusNow = await Promise.all(
+        monitors.map(async (m) => ({ gpu: m.gpu, backend: m.backend, ...(await m.metrics()) })),
+      );
+      send(res, 200, "text/plain; version=0.0.4; charset=utf-8", formatMetrics(gpusNow, version));
+      return;
+    }
+    const monitor = pick(url);
+    if (monitor === null) {
+      sendError(res, 404, `this agent serves gpu ${monitors.map((m) => m.gpu).join(", ")}`);
+      return;
+    }
+    if (url.pathname === "/power") {
+      send(res, 200, JSON_TYPE, JSON.stringify(await monitor.power()));
+      return;
+    }
+    const reading = await monitor.energy();
+    if (typeof reading === "string") {
+      send(res, 503, JSON_TYPE, JSON.stringify({ error: reading, agent: agentName, gpu: monitor.gpu }));
+      return;
+    }
+    send(res, 200, JSON_TYPE, JSON.stringify(reading));
+  };
+
+  const server = createServer(
+    {
+      headersTimeout: options.headersTimeoutMs ?? 5_000,
+      requestTimeout: options.requestTimeoutMs ?? 10_000,
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
+      maxHeaderSize: options.maxHeaderSize ?? 8_192,
+      connectionsCheckingInterval: 500,
+      noDelay: true,
+    },
+    (req, res) => {
+      handle(req, res).catch((error: unknown) => {
+        debug("agent: handler failed: %s", String(error));
+        sendError(res, 500, "internal error");
+      });
+    },
+  );
+  server.maxConnections = options.maxConnections ?? 1024;
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
+    if (!socket.writable || error.code === "ECONNRESET") {
+      socket.destroy();
+      return;
+    }
+    const status =
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? "431 Request Header Fields Too Large"
+        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "408 Request Timeout"
+          : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+    socket.destroySoon();
+  });
+  server.on("connection", (socket: Socket) => {
+    socket.on("error", () => socket.destroy());
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once("error", onError);
+    server.listen({ port, host }, () => {
+      server.off("error", onError);
+      resolve();
+    });
+  });
+  server.on("error", (error) => warn(`giul-agent: server error: ${String(error)}`));
+  const address = server.address() as AddressInfo;
+  if (host === "0.0.0.0" || host === "::" || host === "" || host === "[::]") {
+    warn(
+      `giul-agent: listening on every interface (${host}); bind the mesh address instead unless the node is otherwise firewalled`,
+    );
+  }
+  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  let closed: Promise<void> | null = null;
+  return {
+    server,
+    host: address.address,
+    port: address.port,
+    url: `http://${shownHost}:${address.port}`,
+    monitors,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        for (const m of monitors) m.stop();
+      });
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * giul-agent's wire format, shared by the agent (which writes it) and the remote_agent backend
+ * (which reads it).
+ *
+ * `GET /power` carries every field of the Python giul 0.2 agent, same names and units, then the
+ * extras of this agent (a Python client ignores them):
+ *
+ * | field | unit | Python 0.2 |
+ * |---|---|---|
+ * | watts, name, memory_used_mib, memory_total_mib, memory_free_mib, utilization_pct, compute_apps [{ pid, used_mib, name }] | W, MiB, % | yes |
+ * | agent ("giul-node/<version>"), gpu, backend, energy_source ("counter" \| "integral"), energy_series, energy_j, monotonic_ns (string) | J, ns | no |
+ *
+ * `energy_j` is the cumulative energy of the agent's own sampler at its newest sample and
+ * `monotonic_ns` the agent's CLOCK_MONOTONIC at that sample: the difference of two readings of one
+ * `energy_series` is the card's energy between them. Its presence is how a client tells this agent
+ * from a Python one.
+ *
+ * `GET /energy` is what a remote meter asks at each window edge: the cumulative energy at the
+ * instant the request arrived, interpolated between the samples around it (the agent waits for the
+ * next sample, about one period), with what the meter needs to bound its error. See
+ * {@link EnergyWire}. An unreadable card answers 503 with `{ error }`.
+ *
+ * Unreadable values are `null`, never 0.
+ */
+
+/** One resident compute process, as the Python agent lists it. */
+export interface ComputeAppWire {
+  pid: number;
+  used_mib: number | null;
+  name: string | null;
+}
+
+/** GET /power. */
+export interface PowerWire {
+  watts: number | null;
+  name: string | null;
+  memory_used_mib: number | null;
+  memory_total_mib: number | null;
+  memory_free_mib: number | null;
+  utilization_pct: number | null;
+  compute_apps: ComputeAppWire[] | null;
+  // ---- giul for Node.js extras ----
+  agent: string;
+  gpu: number;
+  backend: string;
+  energy_source: "counter" | "integral" | null;
+  energy_series: string | null;
+  energy_j: number | null;
+  monotonic_ns: string | null;
+}
+
+/** GET /energy: one edge's reading. */
+export interface EnergyWire {
+  agent: string;
+  gpu: number;
+  backend: string;
+  /** "counter": the card's energy counter; "integral": the agent's integral of power samples. */
+  energy_source: "counter" | "integral";
+  /** Readings of one series subtract; a new series starts when the agent's sampler restarts. */
+  energy_series: string;
+  /** Agent CLOCK_MONOTONIC ns when the request arrived (the instant of the reading), as a string. */
+  monotonic_ns: string;
+  /** Cumulative energy at monotonic_ns (J). */
+  energy_j: number;
+  /** Power at the reading (W), or null. */
+  power_w: number | null;
+  /** Largest error of the interpolation between the two samples around the reading (J). */
+  interp_err_j: number;
+  /** Longest read among those two samples (ns). */
+  read_ns: number;
+  /** Index of the sample before the reading (samples in a window: the difference). */
+  sample_index: number;
+  /** Faulty samples counted up to the sample before / after the reading. */
+  faults_before: number;
+  faults_after: number;
+  /** Smallest interval seen between counter changes (ns; 0 when unknown) and the period (ns). */
+  counter_step_ns: number;
+  period_ns: number;
+  /** Power is a ~1 s trailing average (integral source on Ampere and newer). */
+  averaged_power: boolean;
+  /** ns from the request's arrival to the response (the wait for the next sample). */
+  wait_ns: number;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+const finiteOrNull = (v: unknown): v is number | null =>
+  v === null || (typeof v === "number" && Number.isFinite(v));
+const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+
+/** The Python fields of /power, checked; what is wrong, or the value. */
+export function parsePower(body: unknown): PythonPower | string {
+  if (!isObject(body)) return "the body is not a JSON object";
+  for (const key of ["watts", "memory_used_mib", "memory_total_mib", "memory_free_mib", "utilization_pct"]) {
+    if (!(key in body)) return `the field ${key} is missing`;
+    if (!finiteOrNull(body[key])) return `${key} is not a number or null`;
+  }
+  const name = body.name;
+  if (name !== null && typeof name !== "string") return "name is not a string or null";
+  const apps = body.compute_apps;
+  let computeApps: ComputeAppWire[] | null = null;
+  if (apps !== null && apps !== undefined) {
+    if (!Array.isArray(apps)) return "compute_apps is not a list";
+    computeApps = [];
+    for (const app of apps) {
+      if (!isObject(app) || !finite(app.pid)) return "compute_apps holds an entry without a pid";
+      const used = app.used_mib ?? null;
+      const appName = app.name ?? null;
+      if (!finiteOrNull(used)) return "compute_apps holds a used_mib that is not a number";
+      if (appName !== null && typeof appName !== "string")
+        return "compute_apps holds a name that is not a string";
+      computeApps.push({ pid: app.pid, used_mib: used, name: appName });
+    }
+  }
+  return {
+    watts: body.watts as number | null,
+    name: (name as string | null) ?? null,
+    memoryUsedMib: body.memory_used_mib as number | null,
+    memoryTotalMib: body.memory_total_mib as number | null,
+    memoryFreeMib: body.memory_free_mib as number | null,
+    utilizationPct: body.utilization_pct as number | null,
+    computeApps: computeApps?.map((a) => ({ pid: a.pid, usedMib: a.used_mib, name: a.name })) ?? null,
+    exact: "energy_j" in body && typeof body.agent === "string" && body.agent.startsWith("giul-node/"),
+  };
+}
+
+/** /power as a client sees it (camelCase), from either agent. */
+export interface PythonPower {
+  readonly watts: number | null;
+  readonly name: string | null;
+  readonly memoryUsedMib: number | null;
+  readonly memoryTotalMib: number | null;
+  readonly memoryFreeMib: number | null;
+  readonly utilizationPct: number | null;
+  readonly computeApps: readonly { pid: number; usedMib: number | null; name: string | null }[] | null;
+  /** The agent serves /energy (giul for Node.js): windows are exact differences of its readings. */
+  readonly exact: boolean;
+}
+
+/** A reading of /energy, checked. */
+export function parseEnergy(body: unknown): EnergyWire | string {
+  if (!isObject(body)) return "the body is not a JSON object";
+  const b = body;
+  if (b.energy_source !== "counter" && b.energy_source !== "integral") return "energy_source is missing";
+  if (typeof b.energy_series !== "string") return "energy_series is missing";
+  if (typeof b.monotonic_ns !== "string" || !/^\d+$/.test(b.monotonic_ns)) return "monotonic_ns is missing";
+  for (const key of [
+    "energy_j",
+    "interp_err_j",
+    "read_ns",
+    "sample_index",
+    "faults_before",
+    "faults_after",
+    "counter_step_ns",
+    "period_ns",
+    "wait_ns",
+  ]) {
+    if (!finite(b[key])) return `${key} is not a number`;
+  }
+  if (!finiteOrNull(b.power_w)) return "power_w is not a number or null";
+  return {
+    agent: typeof b.agent === "string" ? b.agent : "",
+    gpu: finite(b.gpu) ? b.gpu : 0,
+    backend: typeof b.backend === "string" ? b.backend : "",
+    energy_source: b.energy_source,
+    energy_series: b.energy_series,
+    monotonic_ns: b.monotonic_ns,
+    energy_j: b.energy_j as number,
+    power_w: b.power_w as number | null,
+    interp_err_j: b.interp_err_j as number,
+    read_ns: b.read_ns as number,
+    sample_index: b.sample_index as number,
+    faults_before: b.faults_before as number,
+    faults_after: b.faults_after as number,
+    counter_step_ns: b.counter_step_ns as number,
+    period_ns: b.period_ns as number,
+    averaged_power: b.averaged_power === true,
+    wait_ns: b.wait_ns as number,
+  };
+}

@@ -1,0 +1,267 @@
+import { existsSync } from "node:fs";
+import { request } from "node:http";
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
+import { Scenario } from "./fakes/scenario.js";
+
+// giul-agent in this process, reading the libnvidia-ml double: its wire format against the
+// scenario, its Prometheus text, and its behaviour under bad input.
+
+const sc = new Scenario({
+  devices: [
+    {
+      name: "NVIDIA H100 80GB HBM3",
+      // a slow ramp, so that power at a known instant is known to a fraction of a watt
+      power: [
+        [0, 120],
+        [60_000, 420],
+        [600_000, 420],
+      ],
+      memTotalMib: 81559,
+      memUsedMib: 2048,
+      utilGpu: 37,
+      procs: [
+        { pid: 4242, usedMib: 1024, name: "/usr/bin/python3 -m vllm" },
+        { pid: 777, usedMib: "na", name: "Xorg" },
+      ],
+    },
+    // unified memory, no utilization (MIG parent): those fields are null, never 0
+    { name: "GB10", power: 40, memSupported: false, utilSupported: false },
+  ],
+});
+process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
+process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
+delete process.env.GIUL_BACKEND;
+
+const { startAgent } = await import("../src/agent/server.js");
+type Agent = Awaited<ReturnType<typeof startAgent>>;
+
+const ready = haveDoubles() && existsSync(ADDON);
+if (!ready) console.warn("skipping: the addon or the test doubles are not built (npm run build:native)");
+
+let agent: Agent;
+const warnings: string[] = [];
+
+afterAll(async () => {
+  await agent?.close();
+  sc.remove();
+});
+
+interface Got {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
+
+function get(
+  path: string,
+  method = "GET",
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<Got> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${agent.url}${path}`, { method, headers, agent: false }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => {
+        text += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+    });
+    req.on("error", reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/** Writes raw bytes on a fresh connection; resolves with all it got back once the server closes. */
+function raw(bytes: string | Buffer, opts: { keepOpenMs?: number } = {}): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(agent.port, "127.0.0.1");
+    let got = "";
+    socket.on("data", (c) => {
+      got += c.toString("latin1");
+    });
+    socket.on("error", () => resolve(got));
+    socket.on("close", () => resolve(got));
+    socket.on("connect", () => {
+      socket.write(bytes);
+      if (opts.keepOpenMs === undefined) socket.end();
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.runIf(ready)("giul-agent", () => {
+  beforeAll(async () => {
+    agent = await startAgent({
+      port: 0,
+      gpus: [0, 1],
+      headersTimeoutMs: 1_000,
+      requestTimeoutMs: 2_000,
+      keepAliveTimeoutMs: 1_000,
+      maxConnections: 32,
+      warn: (m) => warnings.push(m),
+    });
+  });
+
+  it("serves the Python agent's /power fields, in its units, for the scenario's card", async () => {
+    await sleep(100);
+    const r = await get("/power");
+    expect(r.status).toBe(200);
+    expect(r.headers["content-type"]).toMatch(/^application\/json/);
+    const p = JSON.parse(r.text);
+    // Every field of the Python agent, then the extras (and nothing else).
+    expect(Object.keys(p)).toEqual([
+      "watts",
+      "name",
+      "memory_used_mib",
+      "memory_total_mib",
+      "memory_free_mib",
+      "utilization_pct",
+      "compute_apps",
+      "agent",
+      "gpu",
+      "backend",
+      "energy_source",
+      "energy_series",
+      "energy_j",
+      "monotonic_ns",
+    ]);
+    expect(p.name).toBe("NVIDIA H100 80GB HBM3");
+    expect(p.memory_total_mib).toBe(81559);
+    expect(p.memory_used_mib).toBe(2048);
+    expect(p.memory_free_mib).toBe(81559 - 2048);
+    expect(p.utilization_pct).toBe(37);
+    expect(p.compute_apps).toEqual([
+      { pid: 4242, used_mib: 1024, name: "/usr/bin/python3 -m vllm" },
+      { pid: 777, used_mib: null, name: "Xorg" },
+    ]);
+    expect(p.agent).toMatch(/^giul-node\/\d+\.\d+\.\d+/);
+    expect(p.backend).toBe("nvml_counter");
+    expect(p.energy_source).toBe("counter");
+    // watts and energy are the sample stamped monotonic_ns: compare with the scenario there.
+    const t = BigInt(p.monotonic_ns);
+    expect(p.watts).toBeCloseTo(sc.powerW(0, t), 0);
+    const counterJ = Number(sc.counterMj(0, t)) / 1000;
+    // the counter moves in 10 ms steps: one step at 420 W is 4.2 J
+    expect(Math.abs(p.energy_j - counterJ)).toBeLessThanOrEqual(4.2);
+  });
+
+  it("says null, never 0, for what the card cannot read", async () => {
+    const p = JSON.parse((await get("/power?gpu=1")).text);
+    expect(p.name).toBe("GB10");
+    expect(p.memory_used_mib).toBeNull();
+    expect(p.memory_total_mib).toBeNull();
+    expect(p.memory_free_mib).toBeNull();
+    expect(p.utilization_pct).toBeNull();
+    expect(p.watts).toBeCloseTo(40, 1);
+    expect(p.gpu).toBe(1);
+    expect((await get("/power?gpu=5")).status).toBe(404);
+    expect((await get("/power?gpu=abc")).status).toBe(404);
+  });
+
+  it("hands out cumulative readings whose difference is the card's energy between them", async () => {
+    const a = JSON.parse((await get("/energy")).text);
+    await sleep(1_000);
+    const b = JSON.parse((await get("/energy")).text);
+    expect(b.energy_series).toBe(a.energy_series);
+    const truth = sc.energyJ(0, BigInt(a.monotonic_ns), BigInt(b.monotonic_ns));
+    const got = b.energy_j - a.energy_j;
+    expect(Math.abs(got - truth)).toBeLessThanOrEqual(truth * 0.01 + 4.2);
+    expect(b.sample_index - a.sample_index).toBeGreaterThan(50);
+    expect(a.power_w).toBeCloseTo(sc.powerW(0, BigInt(a.monotonic_ns)), 0);
+    expect(b.wait_ns).toBeGreaterThanOrEqual(0);
+  });
+
+  it("serves Prometheus text for every card, leaving out what cannot be read", async () => {
+    const r = await get("/metrics");
+    expect(r.status).toBe(200);
+    expect(r.headers["content-type"]).toMatch(/^text\/plain; version=0\.0\.4/);
+    const samples = new Map<string, number>();
+    const types = new Map<string, string>();
+    for (const line of r.text.split("\n")) {
+      if (line === "") continue;
+      const typed = /^# TYPE ([a-z_]+) (gauge|counter)$/.exec(line);
+      if (typed) {
+        types.set(typed[1] as string, typed[2] as string);
+        continue;
+      }
+      if (line.startsWith("# HELP ")) continue;
+      const m = /^([a-z_]+)\{((?:[a-z_]+="(?:[^"\\]|\\.)*",?)*)\} (\S+)$/.exec(line);
+      expect(m, `unparseable line: ${line}`).not.toBeNull();
+      const [, name, labels, value] = m as RegExpExecArray;
+      expect(types.has(name as string), `${name} has no TYPE before it`).toBe(true);
+      const gpu = /gpu="(\d+)"/.exec(labels as string)?.[1];
+      samples.set(`${name}/${gpu}`, Number(value));
+    }
+    expect(types.get("giul_energy_joules_total")).toBe("counter");
+    expect(samples.get("giul_power_watts/0")).toBeGreaterThan(100);
+    expect(samples.get("giul_power_watts/1")).toBeCloseTo(40, 1);
+    expect(samples.get("giul_energy_joules_total/0")).toBeGreaterThan(1000);
+    expect(samples.get("giul_memory_total_bytes/0")).toBe(81559 * 1048576);
+    expect(samples.get("giul_memory_used_bytes/0")).toBe(2048 * 1048576);
+    expect(samples.get("giul_utilization_ratio/0")).toBeCloseTo(0.37, 9);
+    expect(samples.get("giul_compute_processes/0")).toBe(2);
+    expect(samples.has("giul_memory_used_bytes/1")).toBe(false);
+    expect(samples.has("giul_utilization_ratio/1")).toBe(false);
+  });
+
+  it("is read-only: 405 for other methods, 404 for other paths, 413 for a body; HEAD has no body", async () => {
+    for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
+      const r = await get("/power", method);
+      expect(r.status).toBe(405);
+      expect(r.headers.allow).toBe("GET, HEAD");
+    }
+    expect((await get("/")).status).toBe(404);
+    expect((await get("/power/../etc/passwd")).status).toBe(404);
+    expect((await get("/POWER")).status).toBe(404);
+    const withBody = await get("/power", "GET", { "content-length": "5" }, "hello");
+    expect(withBody.status).toBe(413);
+    const chunked = await get("/power", "GET", { "transfer-encoding": "chunked" }, "hello");
+    expect(chunked.status).toBe(413);
+    const head = await get("/power", "HEAD");
+    expect(head.status).toBe(200);
+    expect(head.text).toBe("");
+  });
+
+  it("never crashes on bad input: garbage, oversized headers, slow and half-open clients, too many connections", async () => {
+    expect(await raw("GARBAGE\r\n\r\n")).toMatch(/^HTTP\/1\.1 400/);
+    expect(await raw(Buffer.from([0, 1, 2, 255, 254, 13, 10, 13, 10]))).toMatch(/^HTTP\/1\.1 400/);
+    expect(await raw("GET /power HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")).toMatch(
+      /^HTTP\/1\.1 400/,
+    );
+    expect(await raw(`GET /power HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`)).toMatch(
+      /^HTTP\/1\.1 431/,
+    );
+    expect(await raw(`GET /${"p".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(/^HTTP\/1\.1 431/);
+    // A slow client (headers never finished) and a half-open one (nothing sent): both are cut off.
+    const slow = raw("GET /power HTTP/1.1\r\nHost: x\r\n", { keepOpenMs: 0 });
+    const silent = raw("", { keepOpenMs: 0 });
+    const [slowGot, silentGot] = await Promise.all([slow, silent]);
+    expect(slowGot).toMatch(/^HTTP\/1\.1 408|^$/);
+    expect(silentGot).toMatch(/^HTTP\/1\.1 408|^$/);
+    // More connections than the cap: the extra ones are refused, the server lives on.
+    const sockets: Socket[] = [];
+    for (let i = 0; i < 64; i++) {
+      const s = connect(agent.port, "127.0.0.1");
+      s.on("error", () => {});
+      sockets.push(s);
+    }
+    await sleep(200);
+    for (const s of sockets) s.destroy();
+    await sleep(100);
+    // Still answering, correctly.
+    const r = await get("/power");
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.text).name).toBe("NVIDIA H100 80GB HBM3");
+  });
+
+  it("warns when bound to every interface", async () => {
+    const open = await startAgent({ port: 0, host: "0.0.0.0", warn: (m) => warnings.push(m) });
+    await open.close();
+    expect(warnings.some((w) => /every interface \(0\.0\.0\.0\)/.test(w))).toBe(true);
+  });
+});
