@@ -37,6 +37,8 @@ export interface ChargeContext {
   readonly contendedBy: readonly ContendingProcess[] | null;
   /** Why contention could not be checked, when it could not. */
   readonly contentionUnchecked: string | null;
+  /** The node watches for tenants (it sets servingMatch). */
+  readonly shared: boolean;
   readonly stages: Readonly<Record<string, Energy>>;
 }
 
@@ -51,6 +53,7 @@ export interface EnergyRecord {
   joules_per_1k_tokens: number | null;
   stages: Record<string, EnergyRecord>;
   contended: boolean;
+  contention_checked: boolean | null;
   contended_by: { pid: number; name: string | null; used_mib: number | null }[];
   reason: string | null;
   measured_joules: number | null;
@@ -71,6 +74,7 @@ export interface EnergyFields {
   readonly stages: Readonly<Record<string, Energy>>;
   /** Frozen by the caller (charge() does). */
   readonly contendedBy: readonly ContendingProcess[];
+  readonly contentionChecked: boolean | null;
   readonly reason: string | null;
   readonly measuredJoules: number | null;
   readonly uncertaintyJoules: number | null;
@@ -100,6 +104,11 @@ export class Energy {
   /** Another tenant was resident at an edge: the number is real but not ours. */
   readonly contended: boolean;
   readonly contendedBy: readonly ContendingProcess[];
+  /**
+   * On a shared node (one that sets servingMatch): whether the resident processes could be read
+   * at both edges. null on a dedicated node, where nothing is looked up.
+   */
+  readonly contentionChecked: boolean | null;
   /** Why the figure is not plainly sampled (or a caveat about it); null when there is nothing to say. */
   readonly reason: string | null;
   /** What was measured above idle, even when the rules did not let it stand as `joules`. */
@@ -121,6 +130,7 @@ export class Energy {
     this.stages = fields.stages;
     this.contendedBy = fields.contendedBy;
     this.contended = fields.contendedBy.length > 0;
+    this.contentionChecked = fields.contentionChecked;
     this.reason = fields.reason;
     this.measuredJoules = fields.measuredJoules;
     this.uncertaintyJoules = fields.uncertaintyJoules;
@@ -149,6 +159,7 @@ export class Energy {
       joules_per_1k_tokens: this.joulesPer1kTokens,
       stages,
       contended: this.contended,
+      contention_checked: this.contentionChecked,
       contended_by: this.contendedBy.map((p) => ({ pid: p.pid, name: p.name, used_mib: p.usedMib })),
       reason: this.reason,
       measured_joules: this.measuredJoules,
@@ -207,6 +218,7 @@ export function charge(measurement: SpanMeasurement, ctx: ChargeContext): Energy
     tokens: ctx.tokens,
     stages,
     contendedBy,
+    contentionChecked: ctx.shared ? ctx.contentionUnchecked === null : null,
     reason,
     measuredJoules: above,
     uncertaintyJoules: measurement.uncertaintyJoules,
@@ -241,6 +253,7 @@ function degrade(
     tokens: ctx.tokens,
     stages,
     contendedBy,
+    contentionChecked: ctx.shared ? ctx.contentionUnchecked === null : null,
     reason: estimate
       ? `${reason}; estimated from joulesPer1kHint ${ctx.joulesPer1kHint} × ${ctx.tokens} tokens${extra}`
       : `${reason}; ${missing}${extra}`,

@@ -12,3 +12,5 @@ export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from ".
 export { Meter } from "./meter.js";
 export type { Node, ResolvedNode } from "./node.js";
 export { resolveNode } from "./node.js";
+export type { NodeState, PoolFit, ProbeOptions } from "./probe.js";
+export { poolFits, probeNode } from "./probe.js";

@@ -1,6 +1,9 @@
+import type { ProcessRead } from "./backends/card.js";
 import type { Edge, Track } from "./backends/track.js";
 import type { BackendName } from "./backends/types.js";
+import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
+import type { ContendingProcess } from "./energy.js";
 import { charge, type Energy, type SpanMeasurement } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
@@ -20,6 +23,11 @@ export interface MeterOptions {
   readonly sync?: (() => unknown) | null;
   /** Sampling period in ms, 1..1000. Default 10. The card's sampler runs at the shortest asked. */
   readonly periodMs?: number;
+  /**
+   * On a node with `servingMatch`, also look for tenants during the window (at the node's
+   * `contentionIntervalMs`, shared with every window on the card), not only at its two edges.
+   */
+  readonly watchContention?: boolean;
 }
 
 export interface MarkOptions {
@@ -96,7 +104,12 @@ export class Meter {
   private readonly sync: (() => unknown) | null;
   private readonly periodMs: number;
   private readonly forced: BackendName | null;
+  private readonly watchContention: boolean;
   private state: State = "new";
+  private watcher: ProcessWatcher | null = null;
+  private openSnapshot: Promise<ProcessRead> | null = null;
+  private contendedBy: readonly ContendingProcess[] | null = null;
+  private contentionUnchecked: string | null = null;
   private selection: Selection | null = null;
   private track: Track | null = null;
   private openEdge: Edge | null = null;
@@ -127,6 +140,10 @@ export class Meter {
       throw optionError("periodMs", `expected an integer from 1 to 1000, got ${String(periodMs)}`);
     }
     this.periodMs = periodMs;
+    const watch = options.watchContention ?? false;
+    if (typeof watch !== "boolean")
+      throw optionError("watchContention", `expected a boolean, got ${typeof watch}`);
+    this.watchContention = watch;
     this.forced = forced;
   }
 
@@ -179,6 +196,17 @@ export class Meter {
       debug("open failed: %s", String(error));
     }
     this.openEdge = this.track ? this.track.edge() : { tNs: process.hrtime.bigint() };
+    if (this.node.servingMatch !== null) {
+      // A shared card: witness who is resident at this edge (coalesced with every other window).
+      const reader = this.selection?.reader ?? null;
+      if (reader !== null) {
+        this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
+        this.openSnapshot = this.watcher.after(this.openEdge.tNs);
+        if (this.watchContention) this.watcher.watch();
+      } else {
+        this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
+      }
+    }
     this.state = "open";
     return this;
   }
@@ -231,8 +259,10 @@ export class Meter {
     const closeEdge = track ? track.edge() : { tNs: process.hrtime.bigint() };
     this.closeEdge = closeEdge;
     const openEdge = this.openEdge as Edge;
+    const contention = this.watcher ? this.checkContention(this.watcher, openEdge, closeEdge) : null;
     try {
       if (track) await track.settle([openEdge, ...this.marks.map((m) => m.edge), closeEdge]);
+      if (contention) await contention;
       this.outcome = this.evaluate(track, openEdge, closeEdge);
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
@@ -240,6 +270,37 @@ export class Meter {
     } finally {
       track?.release();
       this.state = "closed";
+    }
+  }
+
+  /** Tenants at the two edges (and, when watching, in between). Never rejects. */
+  private async checkContention(watcher: ProcessWatcher, openEdge: Edge, closeEdge: Edge): Promise<void> {
+    try {
+      const [atOpen, atClose] = await Promise.all([
+        this.openSnapshot ?? watcher.after(openEdge.tNs),
+        watcher.after(closeEdge.tNs),
+      ]);
+      const seen = this.watchContention ? watcher.seenBetween(openEdge.tNs, closeEdge.tNs) : [];
+      if (this.watchContention) watcher.unwatch();
+      const byPid = new Map<number, ContendingProcess>();
+      const unreadable: string[] = [];
+      for (const [label, read] of [
+        ["opening edge", atOpen],
+        ...seen.map((r) => ["window", r] as const),
+        ["closing edge", atClose],
+      ] as const) {
+        if (!read.ok) {
+          if (label !== "window") unreadable.push(`at the ${label}: ${read.reason}`);
+          continue;
+        }
+        for (const t of tenantsOf(this.node, read.processes)) if (!byPid.has(t.pid)) byPid.set(t.pid, t);
+      }
+      this.contendedBy = [...byPid.values()];
+      if (unreadable.length > 0) {
+        this.contentionUnchecked = `contention could not be checked ${unreadable.join("; ")}`;
+      }
+    } catch (error) {
+      this.contentionUnchecked = `contention could not be checked: ${String(error)}`;
     }
   }
 
@@ -282,8 +343,9 @@ export class Meter {
         idleW,
         tokens: stage.tokens,
         joulesPer1kHint: hint,
-        contendedBy: null,
-        contentionUnchecked: null,
+        contendedBy: this.contendedBy,
+        contentionUnchecked: this.contentionUnchecked,
+        shared: this.node.servingMatch !== null,
         stages: NO_STAGES,
       });
     }
@@ -293,8 +355,9 @@ export class Meter {
       idleW,
       tokens,
       joulesPer1kHint: hint,
-      contendedBy: null,
-      contentionUnchecked: null,
+      contendedBy: this.contendedBy,
+      contentionUnchecked: this.contentionUnchecked,
+      shared: this.node.servingMatch !== null,
       stages,
     });
   }

@@ -17,6 +17,8 @@ export interface Node {
   readonly isLocal?: boolean;
   /** Base URL of a giul-agent on the node (e.g. "http://10.0.0.7:9402"), or null. */
   readonly powerEndpoint?: string | null;
+  /** Timeout of each request to the node's giul-agent (ms, 1..60000). Default 500. */
+  readonly timeoutMs?: number;
   /**
    * What our own serving process looks like (a substring of its name, or a RegExp). A node that
    * sets none is dedicated: contention is never looked for.
@@ -26,6 +28,11 @@ export interface Node {
   readonly contentionIgnore?: readonly string[];
   /** Resident processes using less memory than this (MiB) are too small to matter. Default 0. */
   readonly contentionFloorMib?: number;
+  /**
+   * Process lists are read at most once per this many ms per card, however many windows open and
+   * close (a read serialises on the driver and can take milliseconds). Default 100.
+   */
+  readonly contentionIntervalMs?: number;
 }
 
 /** A validated node with every default filled in. */
@@ -35,9 +42,11 @@ export interface ResolvedNode {
   readonly idleW: number;
   readonly isLocal: boolean;
   readonly powerEndpoint: string | null;
+  readonly timeoutMs: number;
   readonly servingMatch: string | RegExp | null;
   readonly contentionIgnore: readonly string[];
   readonly contentionFloorMib: number;
+  readonly contentionIntervalMs: number;
 }
 
 const KNOWN_KEYS: readonly (keyof Node)[] = [
@@ -46,9 +55,11 @@ const KNOWN_KEYS: readonly (keyof Node)[] = [
   "idleW",
   "isLocal",
   "powerEndpoint",
+  "timeoutMs",
   "servingMatch",
   "contentionIgnore",
   "contentionFloorMib",
+  "contentionIntervalMs",
 ];
 
 function invalid(field: string, message: string): GiulError {
@@ -70,6 +81,7 @@ const PYTHON_NAMES: Readonly<Record<string, string>> = {
   serving_match: "servingMatch",
   contention_ignore: "contentionIgnore",
   contention_floor_mib: "contentionFloorMib",
+  contention_interval_ms: "contentionIntervalMs",
 };
 
 /**
@@ -128,6 +140,10 @@ export function resolveNode(node: Node): ResolvedNode {
       throw invalid("powerEndpoint", `expected an http:// or https:// URL, got ${describe(powerEndpoint)}`);
     }
   }
+  const timeoutMs = raw.timeoutMs ?? 500;
+  if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 60_000) {
+    throw invalid("timeoutMs", `expected an integer from 1 to 60000 (ms), got ${describe(raw.timeoutMs)}`);
+  }
   const servingMatch = raw.servingMatch ?? null;
   if (servingMatch !== null && !(servingMatch instanceof RegExp)) {
     if (typeof servingMatch !== "string" || servingMatch.length === 0) {
@@ -160,14 +176,28 @@ export function resolveNode(node: Node): ResolvedNode {
       `expected a finite number ≥ 0 (MiB), got ${describe(contentionFloorMib)}`,
     );
   }
+  const contentionIntervalMs = raw.contentionIntervalMs ?? 100;
+  if (
+    typeof contentionIntervalMs !== "number" ||
+    !Number.isFinite(contentionIntervalMs) ||
+    contentionIntervalMs < 1 ||
+    contentionIntervalMs > 60_000
+  ) {
+    throw invalid(
+      "contentionIntervalMs",
+      `expected a number of ms from 1 to 60000, got ${describe(contentionIntervalMs)}`,
+    );
+  }
   return Object.freeze({
     name: raw.name,
     gpuIndex,
     idleW: raw.idleW,
     isLocal,
     powerEndpoint,
+    timeoutMs,
     servingMatch,
     contentionIgnore: Object.freeze([...contentionIgnore]),
     contentionFloorMib,
+    contentionIntervalMs,
   });
 }

@@ -1,10 +1,13 @@
-import { nvmlTrack } from "./backends/nvml.js";
+import type { CardReader } from "./backends/card.js";
+import { nvmlCardReader, nvmlTrack } from "./backends/nvml.js";
+import { smiTrack } from "./backends/smi.js";
+import { smiCardReader } from "./backends/smi-card.js";
 import type { Track } from "./backends/track.js";
 import { BACKEND_NAMES, type BackendName, chooseLocalBackend } from "./backends/types.js";
 import { loadBinding } from "./binding.js";
 import { debug } from "./debug.js";
 import { GiulError } from "./errors.js";
-import { localCapabilities } from "./host.js";
+import { findNvidiaSmi, localCapabilities } from "./host.js";
 import type { ResolvedNode } from "./node.js";
 
 /**
@@ -20,6 +23,8 @@ export interface Selection {
   readonly track: Track | null;
   /** Why the node is metered this way, when it is not the best way (or not at all). */
   readonly reason: string | null;
+  /** Reads the card's processes and state (contention, probeNode), when the backend can. */
+  readonly reader?: CardReader | null;
 }
 
 interface CacheEntry {
@@ -105,13 +110,15 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
         counter: chosen === "nvml_counter",
         instantPower: caps.info?.instantPower ?? false,
       });
-      return { backend: chosen, track, reason: null };
+      return { backend: chosen, track, reason: null, reader: nvmlCardReader(loaded.binding, node.gpuIndex) };
     }
     if (chosen === "smi_sampler") {
+      const smi = findNvidiaSmi();
       return {
-        backend: "none",
-        track: null,
-        reason: "the nvidia-smi sampler is not available in this version",
+        backend: "smi_sampler",
+        track: smiTrack(node.gpuIndex),
+        reason: null,
+        reader: smi.path === null ? null : smiCardReader(smi.path, node.gpuIndex),
       };
     }
     return {

@@ -9,6 +9,7 @@ const ctx = (over: Partial<ChargeContext> = {}): ChargeContext => ({
   joulesPer1kHint: null,
   contendedBy: null,
   contentionUnchecked: null,
+  shared: false,
   stages: {},
   ...over,
 });
@@ -78,6 +79,7 @@ describe("the rules", () => {
       "joules_per_1k_tokens",
       "stages",
       "contended",
+      "contention_checked",
       "contended_by",
       "reason",
       "measured_joules",

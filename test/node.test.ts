@@ -24,9 +24,11 @@ describe("Node validation", () => {
       idleW: 0,
       isLocal: true,
       powerEndpoint: null,
+      timeoutMs: 500,
       servingMatch: null,
       contentionIgnore: [],
       contentionFloorMib: 0,
+      contentionIntervalMs: 100,
     });
   });
 
@@ -50,6 +52,7 @@ describe("Node validation", () => {
     expect(fieldOf({ ...base, contentionIgnore: "Xorg" })).toBe("node.contentionIgnore");
     expect(fieldOf({ ...base, contentionIgnore: ["Xorg", ""] })).toBe("node.contentionIgnore[1]");
     expect(fieldOf({ ...base, contentionFloorMib: -5 })).toBe("node.contentionFloorMib");
+    expect(fieldOf({ ...base, contentionIntervalMs: 0 })).toBe("node.contentionIntervalMs");
   });
 
   it("reports unknown keys, pointing Python names at their camelCase", () => {

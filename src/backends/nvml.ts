@@ -1,4 +1,5 @@
 import type { GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
+import type { CardReader, CardState, ProcessRead } from "./card.js";
 import { type RingSource, RingTrack, type Sample, type SampleRing } from "./ring-track.js";
 import type { BackendName } from "./types.js";
 
@@ -139,4 +140,41 @@ export function nvmlTrack(
 ): RingTrack {
   const backend: BackendName = options.counter ? "nvml_counter" : "nvml_sampler";
   return new RingTrack(backend, new NvmlSource(binding, index, options.counter, !options.instantPower));
+}
+
+/** Contention checks and probeNode through NVML, off the JS thread (the addon's workers). */
+export function nvmlCardReader(binding: GiulBinding, index: number): CardReader {
+  const readProcesses = async (): Promise<ProcessRead> => {
+    const tNs = process.hrtime.bigint();
+    try {
+      const list = await binding.computeProcesses(index);
+      if (!list.ok) return { ok: false, tNs, reason: list.reason };
+      return {
+        ok: true,
+        tNs,
+        processes: list.processes.map((p) => ({ pid: p.pid, name: p.name, usedMib: p.usedMib })),
+      };
+    } catch (error) {
+      return { ok: false, tNs, reason: `reading the process list failed: ${String(error)}` };
+    }
+  };
+  return {
+    readProcesses,
+    async readState(): Promise<CardState | string> {
+      try {
+        const [info, procs] = await Promise.all([binding.deviceInfo(index), readProcesses()]);
+        if (!info.ok) return info.reason;
+        if (!procs.ok) return procs.reason;
+        return {
+          memoryFreeMib: info.memoryFreeMib,
+          memoryUsedMib: info.memoryUsedMib,
+          memoryTotalMib: info.memoryTotalMib,
+          utilizationPct: info.utilizationPct,
+          computeApps: procs.processes,
+        };
+      } catch (error) {
+        return `reading the card failed: ${String(error)}`;
+      }
+    },
+  };
 }

@@ -1,0 +1,175 @@
+import type { CardReader, ProcessInfo, ProcessRead } from "./backends/card.js";
+import type { ContendingProcess } from "./energy.js";
+import type { ResolvedNode } from "./node.js";
+
+/**
+ * A shared card is witnessed, not measured: board power is per card and no driver attributes
+ * watts to a process, so a foreign process's draw lands on whatever request is in flight.
+ *
+ * Each resident compute process is ours (matches `servingMatch`), ignored by name
+ * (`contentionIgnore`, never by size), under the floor (`contentionFloorMib`), or a tenant. Two or
+ * more processes matching `servingMatch` are all tenants: when more than one is resident, none can
+ * be assumed ours.
+ */
+
+export type ProcessClass = "ours" | "ignored" | "small" | "tenant";
+
+function basename(name: string): string {
+  const slash = Math.max(name.lastIndexOf("/"), name.lastIndexOf("\\"));
+  return slash >= 0 ? name.slice(slash + 1) : name;
+}
+
+/** Whether a process name is ours: a RegExp is tested as given, a string matched case-insensitively. */
+export function matchesServing(match: string | RegExp, name: string | null): boolean {
+  if (name === null) return false;
+  if (match instanceof RegExp) {
+    match.lastIndex = 0;
+    return match.test(name);
+  }
+  return name.toLowerCase().includes(match.toLowerCase());
+}
+
+/** Whether a process name is on the ignore list: the entry matches the name or its last path part. */
+export function isIgnored(ignore: readonly string[], name: string | null): boolean {
+  if (name === null || ignore.length === 0) return false;
+  const full = name.toLowerCase();
+  const base = basename(full);
+  return ignore.some((entry) => {
+    const e = entry.toLowerCase();
+    return base === e || full === e || base.includes(e);
+  });
+}
+
+/** Classifies the processes of one snapshot; returns the tenants (empty when none). */
+export function tenantsOf(node: ResolvedNode, processes: readonly ProcessInfo[]): ContendingProcess[] {
+  const match = node.servingMatch;
+  if (match === null) return [];
+  const ours: ProcessInfo[] = [];
+  const tenants: ContendingProcess[] = [];
+  for (const p of processes) {
+    const cls = classify(node, p);
+    if (cls === "ours") ours.push(p);
+    else if (cls === "tenant") tenants.push({ pid: p.pid, name: p.name, usedMib: p.usedMib });
+  }
+  if (ours.length > 1) {
+    for (const p of ours) tenants.push({ pid: p.pid, name: p.name, usedMib: p.usedMib });
+  }
+  return tenants;
+}
+
+/** The class of one process on a node that sets `servingMatch`. */
+export function classify(node: ResolvedNode, p: ProcessInfo): ProcessClass {
+  if (node.servingMatch !== null && matchesServing(node.servingMatch, p.name)) return "ours";
+  if (isIgnored(node.contentionIgnore, p.name)) return "ignored";
+  // An unknown size is not a small one: only a known size can be under the floor.
+  if (p.usedMib !== null && p.usedMib < node.contentionFloorMib) return "small";
+  return "tenant";
+}
+
+/**
+ * Coalesces process-list reads of one card: however many windows open and close, at most one read
+ * per `intervalMs` (reads serialise on the driver and can take milliseconds). An edge uses the
+ * first snapshot whose read started at or after it. Also keeps recent snapshots for windows that
+ * watch for contention during their span.
+ */
+export class ProcessWatcher {
+  private readonly reader: CardReader;
+  private readonly intervalMs: number;
+  private last: ProcessRead | null = null;
+  private inflight: { startNs: bigint; promise: Promise<ProcessRead> } | null = null;
+  private scheduled: { promise: Promise<ProcessRead> } | null = null;
+  private lastStartMs = Number.NEGATIVE_INFINITY;
+  private readonly history: ProcessRead[] = [];
+  private watchers = 0;
+  private watchTimer: NodeJS.Timeout | null = null;
+  /** Reads started so far (for tests and diagnostics). */
+  reads = 0;
+
+  constructor(reader: CardReader, intervalMs = 100) {
+    this.reader = reader;
+    this.intervalMs = intervalMs;
+  }
+
+  /** The first snapshot taken at or after `tNs`. Never rejects. */
+  after(tNs: bigint): Promise<ProcessRead> {
+    if (this.last !== null && this.last.tNs >= tNs) return Promise.resolve(this.last);
+    if (this.inflight !== null && this.inflight.startNs >= tNs) return this.inflight.promise;
+    // A read that has not started yet will start after tNs: join it.
+    if (this.scheduled !== null) return this.scheduled.promise;
+    const wait = this.lastStartMs + this.intervalMs - performance.now();
+    if (wait <= 0 && this.inflight === null) return this.start();
+    const promise = new Promise<ProcessRead>((resolve) => {
+      // Not unref'd: a caller awaiting close() is waiting on this read.
+      setTimeout(
+        () => {
+          this.scheduled = null;
+          resolve(this.start());
+        },
+        Math.max(1, wait),
+      );
+    });
+    this.scheduled = { promise };
+    return promise;
+  }
+
+  private start(): Promise<ProcessRead> {
+    const startNs = process.hrtime.bigint();
+    this.lastStartMs = performance.now();
+    this.reads += 1;
+    const promise = this.reader.readProcesses().then(
+      (read) => read,
+      (error: unknown): ProcessRead => ({ ok: false, tNs: startNs, reason: String(error) }),
+    );
+    const entry = { startNs, promise };
+    this.inflight = entry;
+    promise.then((read) => {
+      if (this.inflight === entry) this.inflight = null;
+      // Keep the snapshot stamped with when its read started: that is the instant it witnesses.
+      const stamped: ProcessRead = read.ok
+        ? { ok: true, tNs: startNs, processes: read.processes }
+        : { ok: false, tNs: startNs, reason: read.reason };
+      if (this.last === null || this.last.tNs < startNs) this.last = stamped;
+      if (this.watchers > 0) {
+        this.history.push(stamped);
+        if (this.history.length > 256) this.history.shift();
+      }
+    });
+    return promise.then((read) => (read.ok ? { ...read, tNs: startNs } : { ...read, tNs: startNs }));
+  }
+
+  /** A window starts watching: the card is read every interval while any window watches. */
+  watch(): void {
+    this.watchers += 1;
+    if (this.watchTimer !== null) return;
+    this.watchTimer = setInterval(() => {
+      void this.after(process.hrtime.bigint());
+    }, this.intervalMs);
+    this.watchTimer.unref();
+  }
+
+  unwatch(): void {
+    this.watchers = Math.max(0, this.watchers - 1);
+    if (this.watchers === 0 && this.watchTimer !== null) {
+      clearInterval(this.watchTimer);
+      this.watchTimer = null;
+      this.history.length = 0;
+    }
+  }
+
+  /** Snapshots whose reads started in [fromNs, toNs], kept while windows watch. */
+  seenBetween(fromNs: bigint, toNs: bigint): ProcessRead[] {
+    return this.history.filter((r) => r.tNs >= fromNs && r.tNs <= toNs);
+  }
+}
+
+const watchers = new WeakMap<CardReader, ProcessWatcher>();
+
+/** The one watcher of a card (its reader), created on first use with the node's interval. */
+export function watcherFor(reader: CardReader, intervalMs: number): ProcessWatcher {
+  let w = watchers.get(reader);
+  if (w === undefined) {
+    w = new ProcessWatcher(reader, intervalMs);
+    watchers.set(reader, w);
+  }
+  return w;
+}
