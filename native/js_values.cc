@@ -100,6 +100,7 @@ Napi::Object Layout(Napi::Env env) {
   set("sFlags", RingLayout::kFlags);
   set("sError", RingLayout::kError);
   set("sFaults", RingLayout::kFaults);
+  set("sReadNs", RingLayout::kReadNs);
   return Freeze(env, out);
 }
 

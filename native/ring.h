@@ -33,6 +33,7 @@ struct RingLayout {
   static constexpr size_t kFlags = 4;
   static constexpr size_t kError = 5;
   static constexpr size_t kFaults = 6;
+  static constexpr size_t kReadNs = 7;
 
   // hState values.
   static constexpr double kStarting = 0;

@@ -158,6 +158,12 @@ void Sampler::Tick() {
   bool power_ok = false;
 
   int64_t started = MonotonicNs();
+  // The counter's reading is stamped with its own call, not the whole tick: a thread preempted
+  // between the energy and the power reads must not shift the counter in time.
+  int64_t energy_started = 0;
+  int64_t energy_finished = 0;
+  // The power reading gets its own stamp too, for the integral.
+  int64_t power_read_t = 0;
   if (!have_device_) {
     nvml::Return r = lib.get_handle(index_, &device_);
     if (r == nvml::kSuccess) {
@@ -168,7 +174,9 @@ void Sampler::Tick() {
   }
   if (have_device_) {
     if (energy_ != Support::kNo && lib.get_energy != nullptr) {
+      energy_started = MonotonicNs();
       nvml::Return r = lib.get_energy(device_, &energy);
+      energy_finished = MonotonicNs();
       if (r == nvml::kSuccess) {
         energy_ok = true;
         energy_ = Support::kYes;
@@ -187,7 +195,9 @@ void Sampler::Tick() {
       nvml::FieldValue field{};
       field.fieldId = nvml::kFieldPowerInstant;
       field.scopeId = 0;
+      int64_t before = MonotonicNs();
       nvml::Return r = lib.get_field_values(device_, 1, &field);
+      power_read_t = before + (MonotonicNs() - before) / 2;
       if (r == nvml::kSuccess) {
         r = field.nvmlReturn;
       }
@@ -210,7 +220,9 @@ void Sampler::Tick() {
     }
     if (try_usage) {
       unsigned int power = 0;
+      int64_t before = MonotonicNs();
       nvml::Return r = lib.get_power_usage(device_, &power);
+      power_read_t = before + (MonotonicNs() - before) / 2;
       if (r == nvml::kSuccess) {
         power_mw = power;
         power_ok = true;
@@ -227,7 +239,11 @@ void Sampler::Tick() {
     }
   }
   int64_t finished = MonotonicNs();
-  const int64_t t = started + (finished - started) / 2 - epoch_ns_;
+  const int64_t t = (energy_ok ? energy_started + (energy_finished - energy_started) / 2
+                               : started + (finished - started) / 2) -
+                    epoch_ns_;
+  // How long the stamped read took: its value belongs to some instant in that interval.
+  const int64_t read_ns = energy_ok ? energy_finished - energy_started : finished - started;
 
   if (energy_ok) {
     flags |= SampleFlag::kEnergyOk;
@@ -261,12 +277,12 @@ void Sampler::Tick() {
     flags |= SampleFlag::kPowerOk;
     if (have_power_) {
       // mW × ns / 1e9 = mJ.
-      integral_mj_ +=
-          (prev_power_mw_ + power_mw) / 2.0 * static_cast<double>(t - prev_power_t_) / 1e9;
+      integral_mj_ += (prev_power_mw_ + power_mw) / 2.0 *
+                      static_cast<double>(power_read_t - prev_power_t_) / 1e9;
     }
     have_power_ = true;
     prev_power_mw_ = power_mw;
-    prev_power_t_ = t;
+    prev_power_t_ = power_read_t;
   }
   if (energy_ok || power_ok) {
     any_read_ok_ = true;
@@ -299,7 +315,7 @@ void Sampler::Tick() {
   sample[RingLayout::kFlags] = flags;
   sample[RingLayout::kError] = error;
   sample[RingLayout::kFaults] = faults_;
-  sample[7] = 0;
+  sample[RingLayout::kReadNs] = static_cast<double>(read_ns);
   ++head_;
   ring_->header(RingLayout::kHead) = static_cast<double>(head_);
   ring_->header(RingLayout::kPeriodNs) = period_ns;

@@ -42,10 +42,10 @@ const b = require(process.env.TEST_ADDON);
     const f = new Float64Array(s.buffer);
     const L = b.layout;
     while (f[L.hHead] < 5) await new Promise((r) => setTimeout(r, 5));
-    s.release();
     const last = L.headerSlots + (f[L.hHead] - 1) * L.sampleSlots;
     out.sampled = { counter: f[L.hCounter], powerSource: f[L.hPowerSource], state: f[L.hState],
       flags: f[last + L.sFlags], energyMj: f[last + L.sEnergyMj], powerMw: f[last + L.sPowerMw] };
+    s.release();
   }
   process.stdout.write(JSON.stringify(out, (k, v) => (typeof v === "bigint" ? String(v) : v)));
 })();
