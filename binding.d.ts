@@ -128,7 +128,10 @@ export interface RingLayout {
   readonly hPowerSource: number;
   /** Header slot: smallest observed interval between counter changes, ns (0 until seen twice). */
   readonly hCounterStepNs: number;
-  /** Sample slot: CLOCK_MONOTONIC ns minus epochNs, at the midpoint of the reads. */
+  /**
+   * Sample slot: CLOCK_MONOTONIC ns minus epochNs, at the midpoint of the counter read when the
+   * counter answered, else of the tick's reads (see sReadNs).
+   */
   readonly sT: number;
   /** Sample slot: energy counter in mJ, NaN when the read failed or is unsupported. */
   readonly sEnergyMj: number;
