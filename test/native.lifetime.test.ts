@@ -138,6 +138,25 @@ describe.skipIf(!haveDoubles())("native sampler lifetimes (test double)", () => 
     await waitFor(`the thread count to return to ${baseline}`, () => tasks() <= baseline);
   });
 
+  it("starts a fresh thread when a device is reopened while its last thread is still stopping", async () => {
+    // 20 ms per NVML call: the released thread is still inside a call when the device is reopened.
+    sc.update({ latencyUs: 20_000, devices: [{}, {}] });
+    const first = b.openSampler(0, 10);
+    if (!first.ok) throw new Error(first.reason);
+    await waitFor("a sample", () => (new Float64Array(first.buffer)[b.layout.hHead] ?? 0) >= 1);
+    first.release();
+    const second = b.openSampler(0, 10);
+    if (!second.ok) throw new Error(second.reason);
+    expect(second.epochNs > first.epochNs).toBe(true);
+    expect(second.buffer).not.toBe(first.buffer);
+    await waitFor("the old thread to stop", () => new Float64Array(first.buffer)[b.layout.hState] === 3);
+    await waitFor("one thread left", () => b.samplerThreads() === 1);
+    expect(new Float64Array(second.buffer)[b.layout.hState]).not.toBe(3);
+    second.release();
+    await waitFor("no thread", () => b.samplerThreads() === 0);
+    sc.update({ devices: [{}, {}] });
+  });
+
   it("releases the reference of a sampler object that is collected without release()", () => {
     const ran = runChild(
       `
