@@ -1,5 +1,6 @@
 import type { CardReader } from "./backends/card.js";
 import { nvmlCardReader, nvmlTrack } from "./backends/nvml.js";
+import { agentCardReader, remoteTrack } from "./backends/remote.js";
 import { smiTrack } from "./backends/smi.js";
 import { smiCardReader } from "./backends/smi-card.js";
 import type { Track } from "./backends/track.js";
@@ -54,7 +55,9 @@ export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName
 
 /** The selection for a node: cached per card, so every window on a card shares one track. */
 export function select(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
-  const key = node.isLocal ? `local:${node.gpuIndex}:${forced ?? ""}` : `remote:${node.powerEndpoint ?? ""}`;
+  const key = node.isLocal
+    ? `local:${node.gpuIndex}:${forced ?? ""}`
+    : `remote:${node.powerEndpoint ?? ""}:${node.timeoutMs}`;
   const now = Date.now();
   const hit = cache.get(key);
   if (hit && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
@@ -88,11 +91,9 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
       if (node.powerEndpoint === null) {
         return { backend: "none", track: null, reason: "the node is not local and has no powerEndpoint" };
       }
-      return {
-        backend: "none",
-        track: null,
-        reason: "metering through a giul-agent (remote_agent) is not available in this version",
-      };
+      const track = remoteTrack(node.powerEndpoint, { timeoutMs: node.timeoutMs });
+      const reader = agentCardReader(node.powerEndpoint, node.timeoutMs);
+      return { backend: "remote_agent", track, reason: null, reader };
     }
     const caps = await localCapabilities(node.gpuIndex);
     const chosen = forced ?? chooseLocalBackend(caps);
