@@ -7,7 +7,7 @@ import type { ContendingProcess } from "./energy.js";
 import { charge, type Energy, type SpanMeasurement } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import { forcedBackend, type Selection, select } from "./select.js";
+import { forcedBackend, knownForcedFailure, type Selection, select } from "./select.js";
 
 /** Options of {@link Meter.forNode}. */
 export interface MeterOptions {
@@ -157,7 +157,12 @@ export class Meter {
     if (options === null || typeof options !== "object") {
       throw optionError("options", `expected an object, got ${String(options)}`);
     }
-    return new Meter(resolved, options, forcedBackend());
+    const forced = forcedBackend();
+    if (forced !== null) {
+      const failure = knownForcedFailure(resolved, forced);
+      if (failure !== null) throw new GiulError("BACKEND_UNAVAILABLE", failure, { field: "GIUL_BACKEND" });
+    }
+    return new Meter(resolved, options, forced);
   }
 
   /** The backend metering this window (known once open() has resolved). */
@@ -194,6 +199,12 @@ export class Meter {
       // select() and ready() never reject; this is belt and braces for the caller's sake.
       this.notReady = `opening the window failed: ${String(error)}`;
       debug("open failed: %s", String(error));
+    }
+    const forcedUnavailable = this.selection?.forcedUnavailable;
+    if (forcedUnavailable !== undefined) {
+      // A diagnosis override that cannot work is a configuration error: say so, never fall back.
+      this.state = "new";
+      throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
     }
     this.openEdge = this.track ? this.track.edge() : { tNs: process.hrtime.bigint() };
     if (this.node.servingMatch !== null) {

@@ -26,6 +26,17 @@ export interface Selection {
   readonly reason: string | null;
   /** Reads the card's processes and state (contention, probeNode), when the backend can. */
   readonly reader?: CardReader | null;
+  /** GIUL_BACKEND forced a backend the card cannot serve: why (a configuration error, not a fault). */
+  readonly forcedUnavailable?: string;
+}
+
+/** Forced backends already known not to work, by card: forNode can refuse them at once. */
+const forcedFailures = new Map<string, string>();
+
+/** Why GIUL_BACKEND's backend cannot serve this local card, when a probe has already shown it. */
+export function knownForcedFailure(node: ResolvedNode, forced: BackendName): string | null {
+  if (!node.isLocal) return null;
+  return forcedFailures.get(`${node.gpuIndex}:${forced}`) ?? null;
 }
 
 interface CacheEntry {
@@ -98,11 +109,10 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
     const caps = await localCapabilities(node.gpuIndex);
     const chosen = forced ?? chooseLocalBackend(caps);
     if (forced !== null && forced !== "none" && !usable(forced, caps)) {
-      return {
-        backend: forced,
-        track: null,
-        reason: `GIUL_BACKEND=${forced} was forced but cannot serve card ${node.gpuIndex}: ${caps.reason ?? "not supported by the card"}`,
-      };
+      const why = caps.reason ?? `the card does not offer what ${forced} needs`;
+      const reason = `GIUL_BACKEND=${forced} was forced, but it cannot serve card ${node.gpuIndex}: ${why}`;
+      forcedFailures.set(`${node.gpuIndex}:${forced}`, reason);
+      return { backend: forced, track: null, reason, forcedUnavailable: reason };
     }
     if (chosen === "nvml_counter" || chosen === "nvml_sampler") {
       const loaded = loadBinding();
@@ -149,4 +159,5 @@ function usable(backend: BackendName, caps: Awaited<ReturnType<typeof localCapab
 /** Forget every cached selection (for tests). Tracks in use keep working. */
 export function resetSelection(): void {
   cache.clear();
+  forcedFailures.clear();
 }
