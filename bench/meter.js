@@ -3,7 +3,7 @@
 //   1. event-loop time per window (open + 2 marks + close + result) at 1,000 concurrent windows;
 //   2. the sampling thread's CPU at 10 ms and 1 ms periods;
 //   3. RSS over 1,000,000 windows.
-// Usage: npm run build && node --expose-gc bench/meter.js [--quick]
+// Usage: npm run bench   (or: npm run build:ts && node --expose-gc bench/meter.js [--quick])
 // Prints a Markdown section for bench/RESULTS.md. Numbers are for the double, whose NVML calls
 // cost almost nothing: on a real card add the driver's own cost to the sampler CPU.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -143,7 +143,7 @@ const lines = [
   `## Meter on the native path (nvml_counter, libnvidia-ml test double)`,
   ``,
   `Machine: ${cpus().length} × ${cpuModel}, ${((await import("node:os")).totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.`,
-  `Command: \`npm run build && node --expose-gc bench/meter.js${quick ? " --quick" : ""}\`.`,
+  `Command: \`npm run bench\` (builds dist/, then \`node --expose-gc bench/meter.js${quick ? " --quick" : ""}\`).`,
   ``,
   `**Event-loop time per window** (open + 2 marks + close + result), 1,000 concurrent windows per round,`,
   `${rounds} rounds; event-loop active time of a round minus that of the same round without meters, per window:`,
