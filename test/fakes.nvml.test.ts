@@ -266,6 +266,22 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
     expect(one(rs2, "fields:185").values?.[0]?.ret).toBe(NVML.ERROR_NOT_SUPPORTED); // like Turing
   });
 
+  it("reads a power line of any length whole (20,000 points)", () => {
+    // t0 is 500 s ago, so "now" lies beyond the first few hundred points: a double that dropped
+    // tokens past a fixed count would answer the last point it kept instead of the truth.
+    const pts: [number, number][] = [];
+    for (let i = 0; i < 10_000; i++)
+      pts.push([i * 100, 100 + (i % 7) * 50], [i * 100 + 99.999, 100 + (i % 7) * 50]);
+    const long = scenario({
+      t0Ns: process.hrtime.bigint() - 500_000_000_000n,
+      devices: [{ power: pts, powerMode: "instant" }],
+    });
+    const rs = read(long, ["power"]);
+    const p = one(rs, "power");
+    expect(p.ret).toBe(0);
+    expectBracketed(Number(p.value), (ns) => long.instantW(0, ns) * 1000, p, 1);
+  });
+
   it("power_update_ms holds readings between updates", () => {
     const sc = scenario({
       devices: [

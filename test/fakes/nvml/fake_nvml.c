@@ -409,14 +409,22 @@ static scenario_t* scenario_parse(FILE* f) {
   char* line = NULL;
   size_t cap = 0;
   int lineno = 0;
-  char* tok[512];
+  char** tok = NULL;
+  size_t tok_cap = 0;
   while (getline(&line, &cap, f) >= 0) {
     lineno++;
+    /* A line of L characters holds at most L/2 + 1 tokens: never drop any (a long power line). */
+    size_t need = strlen(line) / 2 + 2;
+    if (need > tok_cap) {
+      free(tok);
+      tok = xcalloc(need, sizeof *tok);
+      tok_cap = need;
+    }
     char* raw = strdup(line);
     if (!raw) abort();
     size_t rl = strlen(raw);
     while (rl && (raw[rl - 1] == '\n' || raw[rl - 1] == '\r')) raw[--rl] = 0;
-    int n = tokenize(line, tok, 512);
+    int n = tokenize(line, tok, (int)tok_cap);
     if (n == 0) {
       free(raw);
       continue;
@@ -567,6 +575,7 @@ static scenario_t* scenario_parse(FILE* f) {
     }
     free(raw);
   }
+  free(tok);
   free(line);
   for (int i = 0; i < s->ndev; i++) device_finish(&s->dev[i]);
   return s;
