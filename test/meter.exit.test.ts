@@ -1,0 +1,61 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { ADDON, FAKE_SMI_BIN, haveDoubles, ROOT } from "./fakes/paths.js";
+import { Scenario } from "./fakes/scenario.js";
+
+// Metering never keeps a process alive: a script that opens windows and never closes them exits
+// by itself, on the native path and on the nvidia-smi path, with code 0.
+
+const sc = new Scenario({ devices: [{ power: 200 }] });
+afterAll(() => sc.remove());
+const DIST = join(ROOT, "dist", "index.js");
+const ready =
+  haveDoubles() && existsSync(ADDON) && existsSync(DIST) && existsSync(join(FAKE_SMI_BIN, "nvidia-smi"));
+
+const script = `
+import { Meter } from ${JSON.stringify(DIST)};
+const node = { name: "exit", idleW: 10 };
+const a = await Meter.forNode(node).open();
+a.mark("left-open");
+const b = await Meter.forNode(node).open();
+await new Promise((r) => setTimeout(r, 50));
+await b.close();
+console.log("backend", b.result().backend);
+`;
+
+function run(extraEnv: Record<string, string>): Promise<{ code: number | null; ms: number; out: string }> {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      env: { ...process.env, ...sc.env(), ...extraEnv },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const kill = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    child.on("exit", (code) => {
+      clearTimeout(kill);
+      resolve({ code, ms: Date.now() - t0, out });
+    });
+  });
+}
+
+describe.runIf(ready)("a process with windows still open exits by itself", () => {
+  it("on the native path", async () => {
+    const r = await run({});
+    expect(r.out).toContain("backend nvml_counter");
+    expect(r.code).toBe(0);
+    expect(r.ms).toBeLessThan(10_000);
+  });
+
+  it("on the nvidia-smi path", async () => {
+    const r = await run({ GIUL_DISABLE_ADDON: "1" });
+    expect(r.out).toContain("backend smi_sampler");
+    expect(r.code).toBe(0);
+    expect(r.ms).toBeLessThan(10_000);
+  });
+});
