@@ -1,14 +1,13 @@
-import { existsSync } from "node:fs";
 import { request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // giul-agent in this process, reading the libnvidia-ml double: its wire format against the
 // scenario, its Prometheus text, and its behaviour under bad input.
 
-const sc = new Scenario({
+const sc = scenarioForThisProcess({
   devices: [
     {
       name: "NVIDIA H100 80GB HBM3",
@@ -30,14 +29,11 @@ const sc = new Scenario({
     { name: "GB10", power: 40, memSupported: false, utilSupported: false },
   ],
 });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
 
 const { startAgent } = await import("../src/agent/server.js");
 type Agent = Awaited<ReturnType<typeof startAgent>>;
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 if (!ready) console.warn("skipping: the addon or the test doubles are not built (npm run build:native)");
 
 let agent: Agent;

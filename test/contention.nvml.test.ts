@@ -1,9 +1,9 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { type ProcSpec, Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { type ProcSpec, scenarioForThisProcess } from "./fakes/scenario.js";
 
 // Contention and probeNode on the native path: the double's resident processes are the truth.
 
@@ -12,13 +12,10 @@ writeFileSync(callsFile, "");
 const SERVER: ProcSpec = { pid: 1000, usedMib: 60_000, name: "VLLM::EngineCore" };
 const XORG: ProcSpec = { pid: 1001, usedMib: 594, name: "/usr/lib/xorg/Xorg" };
 const base = { power: 320, memUsedMib: 61_000, utilGpu: 87 };
-const sc = new Scenario({ callsFile, devices: [{ ...base, procs: [SERVER, XORG] }] });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
+const sc = scenarioForThisProcess({ callsFile, devices: [{ ...base, procs: [SERVER, XORG] }] });
 const { Meter, probeNode, poolFits } = await import("../src/index.js");
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 afterAll(() => sc.remove());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

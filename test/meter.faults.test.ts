@@ -1,18 +1,14 @@
-import { existsSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // A card whose counter updates only every 100 ms, and then misbehaves: the counter jumps (driver
 // reload) or goes back. Each window must degrade honestly, with the reason, and never throw.
 
-const sc = new Scenario({ devices: [{ power: 300, counterStepMs: 100 }] });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
+const sc = scenarioForThisProcess({ devices: [{ power: 300, counterStepMs: 100 }] });
 const { Meter } = await import("../src/index.js");
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 afterAll(() => sc.remove());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const node = { name: "coarse", idleW: 50 };

@@ -1,19 +1,15 @@
-import { existsSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // Every NVML call of this card takes 20 ms. If any of open(), mark() or close() made one on the JS
 // thread, the event loop would be busy for at least 20 ms during the window.
 
-const sc = new Scenario({ latencyUs: 20_000, devices: [{ power: 250 }] });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
+const sc = scenarioForThisProcess({ latencyUs: 20_000, devices: [{ power: 250 }] });
 const { Meter } = await import("../src/index.js");
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 afterAll(() => sc.remove());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,7 +1,6 @@
-import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { type PowerPoint, Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
 
 // Meter end to end on the native path: the addon's sampling thread reading the libnvidia-ml test
 // double. Every figure is compared with the scenario's exact energy over the window's own edges.
@@ -20,17 +19,14 @@ function squareWave(seconds: number): PowerPoint[] {
   return pts;
 }
 
-const sc = new Scenario({ devices: [{ power: squareWave(600), counterStepMs: 10 }] });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
+const sc = scenarioForThisProcess({ devices: [{ power: squareWave(600), counterStepMs: 10 }] });
 
 // Loaded after the environment is set: the addon reads it on its first NVML call.
 const { Meter, isGiulError } = await import("../src/index.js");
 const { resetSelection } = await import("../src/select.js");
 type MeterT = import("../src/meter.js").Meter;
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 if (!ready) console.warn("skipping: the addon or the test doubles are not built (npm run build:native)");
 
 afterAll(() => sc.remove());

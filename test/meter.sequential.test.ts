@@ -1,13 +1,12 @@
-import { existsSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // 10,000 windows one after another on one card, sampled every millisecond, each compared with
 // the scenario's energy over its own edges.
 
 const IDLE_W = 80;
-const sc = new Scenario({
+const sc = scenarioForThisProcess({
   devices: [
     {
       // 300 W with a slow ramp to 500 W and back, so windows see different powers
@@ -21,12 +20,9 @@ const sc = new Scenario({
     },
   ],
 });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
 const { Meter } = await import("../src/index.js");
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 afterAll(() => sc.remove());
 
 describe.runIf(ready)("10,000 sequential windows", () => {

@@ -4,9 +4,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles, ROOT } from "./fakes/paths.js";
+import { nativeReady, ROOT } from "./fakes/paths.js";
 import { type PythonAgent, startPythonAgent } from "./fakes/python-agent.js";
-import { type PowerPoint, Scenario } from "./fakes/scenario.js";
+import { type PowerPoint, Scenario, scenarioForThisProcess } from "./fakes/scenario.js";
 
 // The remote_agent backend end to end: a Meter in this process, a real giul-agent (the built CLI,
 // in a child process reading the libnvidia-ml double) on loopback, a stand-in for the Python
@@ -25,7 +25,9 @@ function triangleWave(): PowerPoint[] {
   return pts;
 }
 
-const sc = new Scenario({
+// Also points this process at the double, for the in-process agent (the clock-offset test); the
+// child gets the same through sc.env().
+const sc = scenarioForThisProcess({
   devices: [
     {
       name: "NVIDIA H100 80GB HBM3",
@@ -38,10 +40,6 @@ const sc = new Scenario({
     },
   ],
 });
-// For the in-process agent (the clock-offset test); the child gets the same through sc.env().
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
 
 // The Python stand-in's power: smooth, so that polling every 100 ms can follow it.
 const smooth = new Scenario({
@@ -63,7 +61,7 @@ const { agentCardReader } = await import("../src/backends/remote.js");
 type MeterT = import("../src/meter.js").Meter;
 
 const AGENT_CLI = join(ROOT, "dist", "cli", "agent.js");
-const ready = haveDoubles() && existsSync(ADDON) && existsSync(AGENT_CLI);
+const ready = nativeReady() && existsSync(AGENT_CLI);
 if (!ready) console.warn("skipping: the addon, the test doubles or dist/ are not built");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

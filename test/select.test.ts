@@ -1,18 +1,14 @@
-import { existsSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_NVML, haveDoubles } from "./fakes/paths.js";
-import { Scenario } from "./fakes/scenario.js";
+import { nativeReady } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // The one place that chooses a backend, and GIUL_BACKEND for diagnosis.
 
-const sc = new Scenario({ devices: [{ power: 200 }, { power: 150, counter: false }] });
-process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
-process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
-delete process.env.GIUL_BACKEND;
+const sc = scenarioForThisProcess({ devices: [{ power: 200 }, { power: 150, counter: false }] });
 const { Meter, isGiulError } = await import("../src/index.js");
 const { resetSelection } = await import("../src/select.js");
 
-const ready = haveDoubles() && existsSync(ADDON);
+const ready = nativeReady();
 afterAll(() => {
   delete process.env.GIUL_BACKEND;
   sc.remove();

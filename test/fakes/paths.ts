@@ -18,3 +18,6 @@ export const FAKE_SMI_BIN = join(DOUBLES_DIR, "bin");
 export const ADDON = join(ROOT, "build", "Release", "giul.node");
 
 export const haveDoubles = (): boolean => existsSync(FAKE_NVML);
+
+/** The addon and the NVML double are built: the native path can be tested. */
+export const nativeReady = (): boolean => haveDoubles() && existsSync(ADDON);

@@ -514,3 +514,17 @@ export function smiReplayEnv(capture: string, exitCode = 0): Record<string, stri
     PATH: `${FAKE_SMI_BIN}${delimiter}${process.env.PATH ?? ""}`,
   };
 }
+
+/**
+ * Writes a scenario and points this process at the NVML double for good (the double reads
+ * GIUL_FAKE_NVML_SCENARIO once, on its first call; later changes go through `sc.update()`).
+ * Call it at the top of a test file, before giul is imported. Clears GIUL_BACKEND so an outer
+ * environment cannot force a backend on the test.
+ */
+export function scenarioForThisProcess(spec: ScenarioSpec = {}): Scenario {
+  const sc = new Scenario(spec);
+  process.env.GIUL_FAKE_NVML_SCENARIO = sc.path;
+  process.env.GIUL_NVML_LIBRARY = FAKE_NVML;
+  delete process.env.GIUL_BACKEND;
+  return sc;
+}
