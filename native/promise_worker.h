@@ -43,26 +43,41 @@ class PromiseWorker : public Napi::AsyncWorker {
   }
 
   void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    if (!result_) {
-      deferred_.Resolve(
-          Failure(Failure::Code::kCallFailed, std::nullopt, "the work did not run").ToObject(env));
-    } else if (const T* value = std::get_if<T>(&*result_)) {
-      deferred_.Resolve(convert_(env, *value));
-    } else {
-      deferred_.Resolve(std::get<Failure>(*result_).ToObject(env));
-    }
+    Settle([this](Napi::Env env) -> Napi::Value {
+      if (!result_) {
+        return Failure(Failure::Code::kCallFailed, std::nullopt, "the work did not run")
+            .ToObject(env);
+      }
+      if (const T* value = std::get_if<T>(&*result_)) {
+        return convert_(env, *value);
+      }
+      return std::get<Failure>(*result_).ToObject(env);
+    });
   }
 
   void OnError(const Napi::Error& error) override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    deferred_.Resolve(
-        Failure(Failure::Code::kCallFailed, std::nullopt, error.Message()).ToObject(env));
+    std::string message = error.Message();
+    Settle([&message](Napi::Env env) -> Napi::Value {
+      return Failure(Failure::Code::kCallFailed, std::nullopt, message).ToObject(env);
+    });
   }
 
  private:
+  // Resolves the promise, and never lets a Napi::Error out: node-addon-api rethrows one that
+  // escapes OnOK as a JS exception, and when the environment is being torn down (a worker
+  // terminated while the work ran) that rethrow fails too, and its exception would reach libuv
+  // and std::terminate the whole process. In that case no JS can run and nobody awaits the
+  // promise, so there is nothing left to settle.
+  template <typename Build>
+  void Settle(Build build) {
+    Napi::Env env = Env();
+    try {
+      Napi::HandleScope scope(env);
+      deferred_.Resolve(build(env));
+    } catch (const Napi::Error&) {
+    }
+  }
+
   PromiseWorker(Napi::Env env, const char* name, Work work, Convert convert)
       : Napi::AsyncWorker(env, name),
         deferred_(Napi::Promise::Deferred::New(env)),

@@ -219,6 +219,44 @@ describe.skipIf(!haveDoubles())("native sampler lifetimes (test double)", () => 
     });
   }
 
+  it("survives a worker terminated while its nvmlInit, deviceInfo and computeProcesses run", () => {
+    // 200 ms NVML calls: all three promises are still pending when the worker is terminated, so
+    // they complete while its environment is torn down and can no longer run JS.
+    sc.update({
+      latency: [
+        { us: 200_000, fn: "nvmlInit" },
+        { us: 200_000, fn: "nvmlDeviceGetName" },
+        { us: 200_000, fn: "nvmlDeviceGetComputeRunningProcesses" },
+      ],
+      devices: [{ name: "NVIDIA A100-SXM4-80GB" }, {}],
+    });
+    try {
+      const ran = runChild(`
+        const { Worker } = require("node:worker_threads");
+        const b = require(process.env.TEST_ADDON);
+        const w = new Worker(
+          'const { parentPort, workerData } = require("node:worker_threads");' +
+            "const b = require(workerData.addon);" +
+            "b.nvmlInit(); b.deviceInfo(0); b.computeProcesses(0);" +
+            'parentPort.postMessage("pending");',
+          { eval: true, workerData: { addon: process.env.TEST_ADDON } },
+        );
+        w.once("message", async () => {
+          await w.terminate();
+          // The process and the addon carry on: this thread's own reads still answer.
+          const info = await b.deviceInfo(0);
+          console.log(JSON.stringify({ ok: info.ok, name: info.name }));
+        });
+      `);
+      expect(ran.signal).toBeNull();
+      expect(ran.stderr).toBe("");
+      expect(ran.status).toBe(0);
+      expect(JSON.parse(ran.stdout)).toEqual({ ok: true, name: "NVIDIA A100-SXM4-80GB" });
+    } finally {
+      sc.update({ devices: [{}, {}] });
+    }
+  });
+
   it("exits with code 0 when process.exit() comes while a worker holds a sampler", () => {
     const ran = runChild(`
       const { Worker } = require("node:worker_threads");
