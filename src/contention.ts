@@ -2,6 +2,9 @@ import type { CardReader, ProcessInfo, ProcessRead } from "./backends/card.js";
 import type { ContendingProcess } from "./energy.js";
 import type { ResolvedNode } from "./node.js";
 
+/** A process-list read that has not answered in this long counts as failed (ms). */
+export const DEFAULT_READ_TIMEOUT_MS = 5_000;
+
 /**
  * A shared card is witnessed, not measured: board power is per card and no driver attributes
  * watts to a process, so a foreign process's draw lands on whatever request is in flight.
@@ -71,10 +74,15 @@ export function classify(node: ResolvedNode, p: ProcessInfo): ProcessClass {
  * per `intervalMs` (reads serialise on the driver and can take milliseconds). An edge uses the
  * first snapshot whose read started at or after it. Also keeps recent snapshots for windows that
  * watch for contention during their span.
+ *
+ * Every snapshot settles within `readTimeoutMs`: a read that has not answered by then (nvidia-smi
+ * stuck in the driver, an NVML call that never returns) is a failed read, so a window's close()
+ * never waits on it longer than that.
  */
 export class ProcessWatcher {
   private readonly reader: CardReader;
   private readonly intervalMs: number;
+  private readonly readTimeoutMs: number;
   private last: ProcessRead | null = null;
   private inflight: { startNs: bigint; promise: Promise<ProcessRead> } | null = null;
   private scheduled: { promise: Promise<ProcessRead> } | null = null;
@@ -85,12 +93,13 @@ export class ProcessWatcher {
   /** Reads started so far (for tests and diagnostics). */
   reads = 0;
 
-  constructor(reader: CardReader, intervalMs = 100) {
+  constructor(reader: CardReader, intervalMs = 100, readTimeoutMs = DEFAULT_READ_TIMEOUT_MS) {
     this.reader = reader;
     this.intervalMs = intervalMs;
+    this.readTimeoutMs = readTimeoutMs;
   }
 
-  /** The first snapshot taken at or after `tNs`. Never rejects. */
+  /** The first snapshot taken at or after `tNs`. Never rejects; settles within the read timeout. */
   after(tNs: bigint): Promise<ProcessRead> {
     if (this.last !== null && this.last.tNs >= tNs) return Promise.resolve(this.last);
     if (this.inflight !== null && this.inflight.startNs >= tNs) return this.inflight.promise;
@@ -112,29 +121,54 @@ export class ProcessWatcher {
     return promise;
   }
 
+  /** Starts a read; its snapshot is stamped with when the read started, the instant it witnesses. */
   private start(): Promise<ProcessRead> {
     const startNs = process.hrtime.bigint();
     this.lastStartMs = performance.now();
     this.reads += 1;
-    const promise = this.reader.readProcesses().then(
-      (read) => read,
-      (error: unknown): ProcessRead => ({ ok: false, tNs: startNs, reason: String(error) }),
-    );
+    const promise = new Promise<ProcessRead>((resolve) => {
+      // Not unref'd either: it ends a wait that a close() may be in.
+      const timer = setTimeout(
+        () =>
+          resolve({
+            ok: false,
+            tNs: startNs,
+            reason: `the process list did not come within ${this.readTimeoutMs} ms`,
+          }),
+        this.readTimeoutMs,
+      );
+      let read: Promise<ProcessRead>;
+      try {
+        read = this.reader.readProcesses();
+      } catch (error) {
+        read = Promise.reject(error);
+      }
+      read.then(
+        (r) => {
+          clearTimeout(timer);
+          resolve(
+            r.ok
+              ? { ok: true, tNs: startNs, processes: r.processes }
+              : { ok: false, tNs: startNs, reason: r.reason },
+          );
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          resolve({ ok: false, tNs: startNs, reason: String(error) });
+        },
+      );
+    });
     const entry = { startNs, promise };
     this.inflight = entry;
-    promise.then((read) => {
+    void promise.then((stamped) => {
       if (this.inflight === entry) this.inflight = null;
-      // Keep the snapshot stamped with when its read started: that is the instant it witnesses.
-      const stamped: ProcessRead = read.ok
-        ? { ok: true, tNs: startNs, processes: read.processes }
-        : { ok: false, tNs: startNs, reason: read.reason };
       if (this.last === null || this.last.tNs < startNs) this.last = stamped;
       if (this.watchers > 0) {
         this.history.push(stamped);
         if (this.history.length > 256) this.history.shift();
       }
     });
-    return promise.then((read) => (read.ok ? { ...read, tNs: startNs } : { ...read, tNs: startNs }));
+    return promise;
   }
 
   /** A window starts watching: the card is read every interval while any window watches. */

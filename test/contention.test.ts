@@ -105,4 +105,40 @@ describe("ProcessWatcher coalesces reads", () => {
       expect(gapMs).toBeGreaterThanOrEqual(95);
     }
   });
+
+  it("a read that never answers is a failed snapshot within the read timeout, so close() cannot hang on it", async () => {
+    let calls = 0;
+    const stuck: CardReader = {
+      // nvidia-smi stuck in the driver, or an NVML call that never returns
+      readProcesses: () => {
+        calls += 1;
+        return new Promise<ProcessRead>(() => {});
+      },
+      readState: async () => "unused",
+    };
+    const w = new ProcessWatcher(stuck, 20, 150);
+    const t0 = performance.now();
+    const snap = await w.after(process.hrtime.bigint());
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(snap.ok).toBe(false);
+    if (!snap.ok) expect(snap.reason).toMatch(/did not come within 150 ms/);
+    // and the next edge reads again rather than joining the stuck read
+    const edge = process.hrtime.bigint();
+    const next = await w.after(edge);
+    expect(next.ok).toBe(false);
+    expect(next.tNs >= edge).toBe(true);
+    expect(calls).toBe(2);
+  });
+
+  it("a reader that throws is a failed snapshot, not a rejection", async () => {
+    const throwing: CardReader = {
+      readProcesses: () => {
+        throw new Error("boom");
+      },
+      readState: async () => "unused",
+    };
+    const snap = await new ProcessWatcher(throwing, 20, 150).after(process.hrtime.bigint());
+    expect(snap.ok).toBe(false);
+    if (!snap.ok) expect(snap.reason).toMatch(/boom/);
+  });
 });
