@@ -57,7 +57,7 @@ const smooth = new Scenario({
 
 const { Meter } = await import("../src/index.js");
 const { startAgent } = await import("../src/agent/server.js");
-const { agentCardReader } = await import("../src/backends/remote.js");
+const { agentCardReader, getJson } = await import("../src/backends/remote.js");
 type MeterT = import("../src/meter.js").Meter;
 
 const AGENT_CLI = join(ROOT, "dist", "cli", "agent.js");
@@ -341,5 +341,57 @@ describe("remote_agent against agents that fail", () => {
     expect(e.reason).toMatch(
       /opening edge: the giul-agent answered malformed JSON: energy_source is missing/,
     );
+  });
+
+  it("a Python agent that fails for a while: a window opened in the gap is not measured as if the gap drew 0 W", async () => {
+    // A constant 200 W card behind a Python-style /power that answers 500 at once while `failing`,
+    // and slowly (250 ms) otherwise.
+    const WATTS = 200;
+    let failing = false;
+    const body = JSON.stringify({
+      watts: WATTS,
+      name: "x",
+      memory_used_mib: 1,
+      memory_total_mib: 2,
+      memory_free_mib: 1,
+      utilization_pct: 0,
+      compute_apps: [],
+    });
+    const server = createServer((_req, res) => {
+      if (failing) {
+        res.writeHead(500, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: "nvidia-smi failed" }));
+      } else {
+        setTimeout(() => {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(body);
+        }, 250);
+      }
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const node = remoteNode(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    // Warm up: the track polls and stays up between windows.
+    expect((await window(node, 300, false)).m.result().method).toBe("sampled");
+    failing = true;
+    await sleep(400); // failed polls
+    failing = false;
+    // The opening edge lies after the last failed poll and before the first good answer.
+    const m = await Meter.forNode(node, { joulesPer1kHint: 4100 }).open();
+    await sleep(1_000);
+    await m.close();
+    const e = m.result();
+    const t = edges(m);
+    const truth = ((WATTS - IDLE_W) * Number(t.close - t.open)) / 1e9;
+    // Either not measured (with the reason), or measured right: never the gap counted as 0 J.
+    if (e.method === "sampled")
+      expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(truth * 0.05);
+    else expect(e.reason).toMatch(/agent's \/power failed: .*HTTP 500/);
+  });
+
+  it("getJson never rejects, even for a URL http refuses at once", async () => {
+    const r = await getJson(new URL("ftp://127.0.0.1/power"), 200);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.reason).toMatch(/protocol/i);
   });
 });

@@ -91,34 +91,45 @@ export function getJson(
     const https_ = url.protocol === "https:";
     const attempt = (retries: number) => {
       const tSend = clock();
-      const req = (https_ ? https : http).get(
-        url,
-        { agent: https_ ? keepAlive.https : keepAlive.http, headers: { accept: "application/json" } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on("data", (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > MAX_BODY) {
-              finish({ ok: false, reason: `the answer is larger than ${MAX_BODY} bytes`, timedOut: false });
-              req.destroy();
-            } else chunks.push(chunk);
-          });
-          res.on("end", () => {
-            const tRecv = clock();
-            let body: unknown;
-            try {
-              body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-            } catch {
-              body = undefined;
-            }
-            finish({ ok: true, status: res.statusCode ?? 0, body, tSend, tRecv });
-          });
-          res.on("error", (error: NodeJS.ErrnoException) =>
-            finish({ ok: false, reason: describeError(error, url), timedOut: false }),
-          );
-        },
-      );
+      let req: ClientRequest;
+      try {
+        req = (https_ ? https : http).get(
+          url,
+          { agent: https_ ? keepAlive.https : keepAlive.http, headers: { accept: "application/json" } },
+          (res) => {
+            const chunks: Buffer[] = [];
+            let size = 0;
+            res.on("data", (chunk: Buffer) => {
+              size += chunk.length;
+              if (size > MAX_BODY) {
+                finish({ ok: false, reason: `the answer is larger than ${MAX_BODY} bytes`, timedOut: false });
+                req.destroy();
+              } else chunks.push(chunk);
+            });
+            res.on("end", () => {
+              const tRecv = clock();
+              let body: unknown;
+              try {
+                body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+              } catch {
+                body = undefined;
+              }
+              finish({ ok: true, status: res.statusCode ?? 0, body, tSend, tRecv });
+            });
+            res.on("error", (error: NodeJS.ErrnoException) =>
+              finish({ ok: false, reason: describeError(error, url), timedOut: false }),
+            );
+          },
+        );
+      } catch (error) {
+        // An URL or option http refuses at once (a protocol it does not speak): a value, not a throw.
+        finish({
+          ok: false,
+          reason: error instanceof Error ? error.message : String(error),
+          timedOut: false,
+        });
+        return;
+      }
       current = req;
       if (options.unref) req.on("socket", (socket) => socket.unref());
       req.on("error", (error: NodeJS.ErrnoException) => {
@@ -208,6 +219,8 @@ class PollSource implements RingSource {
   private timer: NodeJS.Timeout | null = null;
   private inFlight = 0;
   private lastT = -1n;
+  /** 0, or the error code of the failed polls that the next good one ends. */
+  private gap = 0;
   lastReason: string | null = null;
 
   constructor(
@@ -220,6 +233,7 @@ class PollSource implements RingSource {
   open(): SampleRing | string {
     this.ring = new JsRing({ epochNs: this.clock(), periodNs: this.pollMs * 1e6 });
     this.lastT = -1n;
+    this.gap = 0;
     this.poll();
     this.loop();
     return this.ring;
@@ -295,6 +309,15 @@ class PollSource implements RingSource {
         t = this.lastT + 1n;
       }
       this.lastT = t;
+      if (error !== 0) {
+        if (this.gap === 0) this.gap = error;
+      } else if (this.gap !== 0) {
+        // A second fault sample at the same instant ends the gap, so that an edge taken inside
+        // it sees the fault too; without it the flat integral across the gap would count that part
+        // of the window as 0 J.
+        ring.push(t, Number.NaN, Number.NaN, this.gap);
+        this.gap = 0;
+      }
       ring.push(t, Number.NaN, powerMw, error, readNs);
     });
   }
