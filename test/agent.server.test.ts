@@ -1,6 +1,6 @@
 import { request } from "node:http";
 import { connect, type Socket } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
 
@@ -31,6 +31,7 @@ const sc = scenarioForThisProcess({
 });
 
 const { startAgent } = await import("../src/agent/server.js");
+const { DeviceMonitor } = await import("../src/agent/monitor.js");
 type Agent = Awaited<ReturnType<typeof startAgent>>;
 
 const ready = nativeReady();
@@ -259,5 +260,17 @@ describe.runIf(ready)("giul-agent", () => {
     const open = await startAgent({ port: 0, host: "0.0.0.0", warn: (m) => warnings.push(m) });
     await open.close();
     expect(warnings.some((w) => /every interface \(0\.0\.0\.0\)/.test(w))).toBe(true);
+  });
+
+  it("gives its samplers back when it cannot listen (the port is taken)", async () => {
+    const stop = vi.spyOn(DeviceMonitor.prototype, "stop");
+    try {
+      await expect(startAgent({ port: agent.port, gpus: [1], warn: () => {} })).rejects.toThrow(/EADDRINUSE/);
+      expect(stop).toHaveBeenCalledTimes(1);
+    } finally {
+      stop.mockRestore();
+    }
+    // the running agent is untouched
+    expect((await get("/power?gpu=1")).status).toBe(200);
   });
 });

@@ -214,14 +214,20 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
     socket.on("error", () => socket.destroy());
   });
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (error: Error) => reject(error);
-    server.once("error", onError);
-    server.listen({ port, host }, () => {
-      server.off("error", onError);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (error: Error) => reject(error);
+      server.once("error", onError);
+      server.listen({ port, host }, () => {
+        server.off("error", onError);
+        resolve();
+      });
     });
-  });
+  } catch (error) {
+    // The port is taken (or the address is not ours): give back the samplers started above.
+    for (const m of monitors) m.stop();
+    throw error;
+  }
   server.on("error", (error) => warn(`giul-agent: server error: ${String(error)}`));
   const address = server.address() as AddressInfo;
   if (host === "0.0.0.0" || host === "::" || host === "" || host === "[::]") {
