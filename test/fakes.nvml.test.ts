@@ -549,6 +549,26 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
     ]);
   });
 
+  it("calls_file with tid=1 gives each call's thread id (the pid on the main thread)", () => {
+    const sc0 = scenario({});
+    const file = join(sc0.dir, "calls.txt");
+    const sc = scenario({ callsFile: file, callsTid: true });
+    const r = spawnSync(READER, args(["energy", "power"], {}), {
+      env: { ...process.env, ...sc.env() },
+      encoding: "utf8",
+    });
+    expect(r.status).toBe(0);
+    // the reader is single-threaded: every call comes from its main thread, whose id is its pid
+    expect(readFileSync(file, "utf8").trim().split("\n")).toEqual(
+      [
+        "nvmlInit_v2",
+        "nvmlDeviceGetHandleByIndex_v2",
+        "nvmlDeviceGetTotalEnergyConsumption",
+        "nvmlDeviceGetPowerUsage",
+      ].map((sym) => `${sym} ${r.pid}`),
+    );
+  });
+
   it("re-reads the scenario when the file is replaced", async () => {
     const sc = scenario({ devices: [{ name: "before", power: 100 }] });
     let swappedAt = 0n;

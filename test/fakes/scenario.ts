@@ -126,6 +126,11 @@ export interface ScenarioSpec {
   readonly latency?: readonly LatencySpec[];
   /** Every NVML call appends its symbol name and a newline to this file. */
   readonly callsFile?: string;
+  /**
+   * Each `callsFile` line also gives the calling thread's id (`<symbol> <tid>`), so a test can
+   * tell calls made on its JS thread (tid = process.pid) from the sampler's and the thread pool's.
+   */
+  readonly callsTid?: boolean;
   /** Devices in index order (default: one device with every default). At most 16. */
   readonly devices?: readonly DeviceSpec[];
 }
@@ -202,7 +207,8 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
   for (const l of spec.latency ?? []) {
     out.push(`latency_us ${Math.trunc(l.us)}${l.fn ? ` fn=${l.fn}` : ""}`);
   }
-  if (spec.callsFile !== undefined) out.push(`calls_file ${quoteValue("callsFile", spec.callsFile)}`);
+  if (spec.callsFile !== undefined)
+    out.push(`calls_file ${quoteValue("callsFile", spec.callsFile)}${spec.callsTid ? " tid=1" : ""}`);
   const devices = spec.devices ?? [{}];
   if (devices.length > MAX_DEVICES) throw new Error(`scenario: at most ${MAX_DEVICES} devices`);
   devices.forEach((d, i) => {

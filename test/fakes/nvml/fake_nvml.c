@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,6 +180,7 @@ typedef struct {
   latency_t* lat;
   int nlat;
   char* calls_file;
+  int calls_tid; /* calls_file lines also carry the calling thread's id */
   int ndev;
   device_t dev[MAX_DEVICES];
 } scenario_t;
@@ -460,6 +462,13 @@ static scenario_t* scenario_parse(FILE* f) {
     } else if (!strcmp(dir, "calls_file") && n >= 2) {
       free(s->calls_file);
       s->calls_file = strdup(tok[1]);
+      s->calls_tid = 0;
+      for (int i = 2; i < n; i++) {
+        if (!strcmp(tok[i], "tid=1"))
+          s->calls_tid = 1;
+        else if (strcmp(tok[i], "tid=0"))
+          warn("line %d: unknown key '%s'", lineno, tok[i]);
+      }
     } else if (!strcmp(dir, "device") && n >= 2) {
       long long idx;
       if (!parse_int(tok[1], &idx) || idx != s->ndev || idx >= MAX_DEVICES) {
@@ -729,8 +738,10 @@ static void enter(const char* sym) {
   if (g_sc->calls_file) {
     int fd = open(g_sc->calls_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      char buf[SYM_LEN + 2];
-      int len = snprintf(buf, sizeof buf, "%s\n", sym);
+      char buf[SYM_LEN + 32];
+      int len = g_sc->calls_tid
+                    ? snprintf(buf, sizeof buf, "%s %ld\n", sym, (long)syscall(SYS_gettid))
+                    : snprintf(buf, sizeof buf, "%s\n", sym);
       ssize_t w = write(fd, buf, (size_t)len);
       (void)w;
       close(fd);
