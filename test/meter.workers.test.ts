@@ -41,16 +41,23 @@ async function waitFor(what: string, ok: () => boolean, ms = 15_000): Promise<vo
   }
 }
 
+/** The fields of Energy.toJSON() this test reads. */
+interface WindowJson {
+  method: string;
+  backend: string;
+  joules: number;
+  seconds: number;
+  uncertainty_joules: number;
+}
+
 describe.runIf(nativeReady())("giul in worker_threads", () => {
   it("20 workers load it, meter, and are terminated: no crash, no thread left", async () => {
     for (let round = 0; round < 20; round++) {
       const worker = new Worker(workerSource, { eval: true, env: process.env });
-      const record = await new Promise<{ method: string; backend: string; joules: number }>(
-        (resolve, reject) => {
-          worker.once("message", resolve);
-          worker.once("error", reject);
-        },
-      );
+      const record = await new Promise<WindowJson>((resolve, reject) => {
+        worker.once("message", resolve);
+        worker.once("error", reject);
+      });
       expect(record.backend).toBe("nvml_counter");
       expect(record.method).toBe("sampled");
       // a constant 250 W card, 50 W idle: the truth is 200 W over the window's own length
