@@ -143,31 +143,38 @@ describe.skipIf(!ready)("nvidia-smi stand-in", () => {
 
   it("loop mode prints the header once, then one block per period, flushed as it goes", async () => {
     const sc = scenario({ devices: [{ power: 100 }, { power: 200 }] });
-    const child = spawn(SMI, ["--query-gpu=index,power.draw", "--format=csv,nounits", "-lms", "100"], {
-      env: { ...process.env, ...sc.env() },
-    });
-    const arrivals: { at: bigint; line: string }[] = [];
+    const child = spawn(
+      SMI,
+      ["--query-gpu=index,power.draw,timestamp", "--format=csv,nounits", "-lms", "100"],
+      { env: { ...process.env, ...sc.env() } },
+    );
+    const got: string[] = [];
+    let firstChunk: string | undefined;
     let buf = "";
     await new Promise<void>((done) => {
       child.stdout.setEncoding("utf8").on("data", (d: string) => {
+        firstChunk ??= d;
         buf += d;
         let nl = buf.indexOf("\n");
         while (nl >= 0) {
-          arrivals.push({ at: process.hrtime.bigint(), line: buf.slice(0, nl) });
+          got.push(buf.slice(0, nl));
           buf = buf.slice(nl + 1);
           nl = buf.indexOf("\n");
         }
-        // header + 4 blocks of 2 rows, read from a pipe while the tool still runs: it flushes
-        if (arrivals.length >= 9) {
+        // header + 4 blocks of 2 rows, read from a pipe while the tool still runs
+        if (got.length >= 9) {
           child.kill("SIGTERM");
           done();
         }
       });
     });
-    const got = arrivals.map((a) => a.line);
-    expect(got[0]).toBe("index, power.draw [W]");
+    // Flushed as it goes: without a flush per block the first bytes would reach the pipe only when
+    // stdio's 4 KiB buffer filled (some 100 blocks, 10 s, later), in one chunk of at least 4 KiB.
+    expect((firstChunk ?? "").length).toBeLessThan(4096);
+    expect(got[0]).toBe("index, power.draw [W], timestamp");
     expect(got.filter((l) => l.startsWith("index")).length).toBe(1);
-    expect(got.slice(1, 9)).toEqual([
+    const rows = got.slice(1, 9).map(cells);
+    expect(rows.map((r) => r.slice(0, 2).join(", "))).toEqual([
       "0, 100.00",
       "1, 200.00",
       "0, 100.00",
@@ -177,10 +184,17 @@ describe.skipIf(!ready)("nvidia-smi stand-in", () => {
       "0, 100.00",
       "1, 200.00",
     ]);
-    // blocks are at least a period apart (the tool sleeps the period between queries)
-    const blockStart = [1, 3, 5, 7].map((i) => (arrivals[i] as { at: bigint }).at);
-    for (let i = 1; i < blockStart.length; i++) {
-      expect(Number((blockStart[i] as bigint) - (blockStart[i - 1] as bigint)) / 1e6).toBeGreaterThan(80);
+    // One query time per block (both rows carry it), and the tool sleeps the period between
+    // queries: its own timestamps are a period apart, however late this process read the pipe.
+    const stampMs = (row: string[] | undefined): number => {
+      const m = /^(\d{4})\/(\d{2})\/(\d{2}) (\d{2}:\d{2}:\d{2}\.\d{3})$/.exec(row?.[2] ?? "");
+      expect(m, `timestamp of ${row?.join(", ")}`).not.toBeNull();
+      return new Date(`${m?.[1]}-${m?.[2]}-${m?.[3]}T${m?.[4]}`).getTime();
+    };
+    for (let b = 0; b < 4; b++) expect(rows[2 * b + 1]?.[2]).toBe(rows[2 * b]?.[2]);
+    for (let b = 1; b < 4; b++) {
+      // stamps are truncated to the millisecond: a 100 ms sleep shows as at least 99 ms
+      expect(stampMs(rows[2 * b]) - stampMs(rows[2 * b - 2])).toBeGreaterThanOrEqual(99);
     }
   });
 
@@ -290,6 +304,7 @@ describe.skipIf(!ready)("nvidia-smi stand-in", () => {
 
   it("replays a capture line by line in loop mode, a period apart", async () => {
     const file = "h100-loop-nounits.csv";
+    const spawnedAt = process.hrtime.bigint();
     const child = spawn(SMI, ["--query-gpu=index,power.draw", "--format=csv,nounits", "-lms", "60"], {
       env: { ...process.env, ...smiReplayEnv(file) },
     });
@@ -301,9 +316,19 @@ describe.skipIf(!ready)("nvidia-smi stand-in", () => {
     expect(code).toBe(0);
     const want = readFileSync(join(SMI_CAPTURES, file), "utf8");
     expect(chunks.map((c) => c.text).join("")).toBe(want);
-    const first = chunks[0] as { at: bigint };
-    const last = chunks[chunks.length - 1] as { at: bigint };
-    // five lines, four periods between them
-    expect(Number(last.at - first.at) / 1e6).toBeGreaterThan(4 * 60 * 0.8);
+    // The tool sleeps a period after each line, so line k cannot reach this process earlier than
+    // k periods after the spawn. (A lower bound only: a busy machine can delay reading, never
+    // hasten the writes.)
+    let line = 0;
+    for (const chunk of chunks) {
+      const lines = chunk.text.split("\n").length - 1;
+      const lastInChunk = line + lines - 1;
+      expect(Number(chunk.at - spawnedAt) / 1e6, `line ${lastInChunk}`).toBeGreaterThanOrEqual(
+        lastInChunk * 60,
+      );
+      line += lines;
+    }
+    expect(line).toBe(want.split("\n").length - 1);
+    expect(line).toBeGreaterThanOrEqual(5);
   });
 });
