@@ -257,6 +257,35 @@ describe.skipIf(!haveDoubles())("native sampler lifetimes (test double)", () => 
     }
   });
 
+  it("survives workers terminated while they call into the addon synchronously", () => {
+    // Each worker opens, retunes and releases samplers in a loop until it is terminated: the
+    // termination lands inside an addon call, whose failing Node-API call must not abort the
+    // process. 40 rounds: without the fix nearly every run aborted within 15.
+    const ran = runChild(`
+      const { Worker } = require("node:worker_threads");
+      const code =
+        'const { parentPort, workerData } = require("node:worker_threads");' +
+        "const b = require(workerData.addon);" +
+        "b.nvmlInit().then(() => {" +
+        '  parentPort.postMessage("go");' +
+        "  for (;;) { const s = b.openSampler(0, 5); b.deviceInfo(0); s.setPeriod(3); s.release(); }" +
+        "});";
+      (async () => {
+        for (let i = 0; i < 40; i++) {
+          const w = new Worker(code, { eval: true, workerData: { addon: process.env.TEST_ADDON } });
+          await new Promise((done) => w.once("message", done));
+          await new Promise((done) => setTimeout(done, i % 5));
+          await w.terminate();
+        }
+        console.log("done");
+      })();
+    `);
+    expect(ran.signal).toBeNull();
+    expect(ran.stderr).toBe("");
+    expect(ran.status).toBe(0);
+    expect(ran.stdout.trim()).toBe("done");
+  });
+
   it("exits with code 0 when process.exit() comes while a worker holds a sampler", () => {
     const ran = runChild(`
       const { Worker } = require("node:worker_threads");
