@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { nativeReady, ROOT } from "./fakes/paths.js";
 import { type PythonAgent, startPythonAgent } from "./fakes/python-agent.js";
 import { type PowerPoint, Scenario, scenarioForThisProcess } from "./fakes/scenario.js";
@@ -387,6 +387,35 @@ describe("remote_agent against agents that fail", () => {
     if (e.method === "sampled")
       expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(truth * 0.05);
     else expect(e.reason).toMatch(/agent's \/power failed: .*HTTP 500/);
+  });
+
+  it("an agent that was down is asked again after the backoff, whatever the wall clock does", async () => {
+    let up = false;
+    const power = JSON.stringify({
+      watts: 150,
+      name: "x",
+      memory_used_mib: 1,
+      memory_total_mib: 2,
+      memory_free_mib: 1,
+      utilization_pct: 0,
+      compute_apps: [],
+    });
+    const url = await serve(() =>
+      up ? { status: 200, body: power } : { status: 503, body: JSON.stringify({ error: "starting" }) },
+    );
+    const node = remoteNode(url);
+    expect((await window(node, 50, false)).m.result().reason).toMatch(/HTTP 503: starting/);
+    up = true;
+    const realNow = Date.now.bind(Date);
+    // The wall clock steps an hour back (NTP); the 1 s backoff still ends after 1 s.
+    const step = vi.spyOn(Date, "now").mockImplementation(() => realNow() - 3_600_000);
+    try {
+      await sleep(1_200);
+      const e = (await window(node, 300, false)).m.result();
+      expect(e.method).toBe("sampled");
+    } finally {
+      step.mockRestore();
+    }
   });
 
   it("getJson never rejects, even for a URL http refuses at once", async () => {

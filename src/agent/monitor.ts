@@ -23,7 +23,7 @@ export interface DeviceState {
   readonly utilizationPct: number | null;
   readonly powerW: number | null;
   readonly computeApps: readonly ComputeAppWire[] | null;
-  /** Date.now() when read (0: never). */
+  /** performance.now() (monotonic ms) when read (0: never). */
   readonly at: number;
 }
 
@@ -123,7 +123,7 @@ export class DeviceMonitor {
     if (this.refreshing) return this.refreshing;
     const binding = this.binding;
     if (binding === null) {
-      this.state = { ...EMPTY, at: Date.now() };
+      this.state = { ...EMPTY, at: performance.now() };
       return Promise.resolve();
     }
     const run = async () => {
@@ -143,7 +143,7 @@ export class DeviceMonitor {
           procs?.ok === true
             ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
             : null,
-        at: Date.now(),
+        at: performance.now(),
       };
     };
     this.refreshing = run().finally(() => {
@@ -154,7 +154,7 @@ export class DeviceMonitor {
 
   /** The cached state, refreshed in the background when stale; waited for when very old. */
   async currentState(): Promise<DeviceState> {
-    const age = Date.now() - this.state.at;
+    const age = performance.now() - this.state.at;
     if (age > this.options.stateMaxAgeMs) {
       const refresh = this.refresh();
       let timer: NodeJS.Timeout | undefined;
@@ -164,7 +164,8 @@ export class DeviceMonitor {
       await Promise.race([refresh, waited]);
       clearTimeout(timer);
       // Too old and no fresher answer: unreadable, not a stale figure presented as current.
-      if (Date.now() - this.state.at > this.options.stateMaxAgeMs + this.options.refreshWaitMs) return EMPTY;
+      if (performance.now() - this.state.at > this.options.stateMaxAgeMs + this.options.refreshWaitMs)
+        return EMPTY;
     } else if (age > this.options.stateTtlMs) {
       void this.refresh();
     }

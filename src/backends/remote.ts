@@ -373,7 +373,7 @@ export class RemoteTrack implements Track {
   ready(): Promise<string | null> {
     if (this.mode === "exact") return Promise.resolve(null);
     if (this.mode === "poll") return (this.polled as RingTrack).ready();
-    if (Date.now() < this.retryAt) return Promise.resolve(this.probeReason);
+    if (performance.now() < this.retryAt) return Promise.resolve(this.probeReason);
     if (this.probing === null) {
       this.probing = this.probe().finally(() => {
         this.probing = null;
@@ -403,7 +403,7 @@ export class RemoteTrack implements Track {
     }
     if (reason !== null) {
       this.failures += 1;
-      this.retryAt = Date.now() + Math.min(30_000, 1_000 * 2 ** (this.failures - 1));
+      this.retryAt = performance.now() + Math.min(30_000, 1_000 * 2 ** (this.failures - 1));
       this.probeReason = reason;
     } else {
       this.failures = 0;

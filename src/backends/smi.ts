@@ -402,7 +402,7 @@ export class SmiSampler {
       this.scheduleRestart();
       return;
     }
-    const now = Date.now();
+    const now = performance.now();
     const child: Child = {
       proc,
       query: this.query,
@@ -462,7 +462,7 @@ export class SmiSampler {
     const child = this.active;
     if (child === null || child.exited || child.stalled !== null) return;
     const limit = this.options.stallMs ?? Math.max(5_000, 20 * child.periodMs);
-    const silentMs = Date.now() - child.lastOutputAt;
+    const silentMs = performance.now() - child.lastOutputAt;
     if (silentMs < (child.rows === 0 ? Math.max(limit, FIRST_OUTPUT_MS) : limit)) return;
     this.counters.stalls += 1;
     child.stalled = `nvidia-smi printed nothing for ${Math.round(silentMs)} ms and was stopped`;
@@ -511,7 +511,7 @@ export class SmiSampler {
 
   private onData(child: Child, chunk: string): void {
     const arrival = this.clock();
-    child.lastOutputAt = Date.now();
+    child.lastOutputAt = performance.now();
     if (child.role === "retired") return;
     const lines = child.splitter.push(chunk);
     if (child.splitter.overlong > 0) {
@@ -682,7 +682,7 @@ export class SmiSampler {
       this.ensureRunning();
       return;
     }
-    if (Date.now() - child.startedAt >= HEALTHY_MS && child.rows > 0) this.failures = 0;
+    if (performance.now() - child.startedAt >= HEALTHY_MS && child.rows > 0) this.failures = 0;
     this.scheduleRestart();
   }
 
