@@ -321,12 +321,21 @@ export async function localCapabilitiesWith(index: number, deps: HostDeps): Prom
   return { ...capabilitiesOf(info, smi), info, reason };
 }
 
-/** {@link localCapabilitiesWith} for this process, cached per card until `probeHost({ refresh: true })`. */
+/**
+ * {@link localCapabilitiesWith} for this process. A card that could be read is cached until
+ * `probeHost({ refresh: true })`; one that could not (no addon, NVML or card unreadable) is not, so
+ * that select.ts's re-probe after its backoff looks again (a driver loaded since, nvidia-smi
+ * installed since) rather than getting the old failure back.
+ */
 export function localCapabilities(index: number): Promise<CardCapabilities> {
   let entry = cachedCapabilities.get(index);
   if (entry === undefined) {
-    entry = localCapabilitiesWith(index, defaultDeps);
-    cachedCapabilities.set(index, entry);
+    const probing = localCapabilitiesWith(index, defaultDeps);
+    entry = probing;
+    cachedCapabilities.set(index, probing);
+    void probing.then((caps) => {
+      if (caps.reason !== null && cachedCapabilities.get(index) === probing) cachedCapabilities.delete(index);
+    });
   }
   return entry;
 }

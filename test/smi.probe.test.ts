@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { querySmiOnce } from "../src/backends/smi-parse.js";
 import type { BindingLoad } from "../src/binding.js";
-import { probeHostWith } from "../src/host.js";
+import { localCapabilities, probeHostWith } from "../src/host.js";
 import { FAKE_NVML, FAKE_SMI_BIN } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 
@@ -90,6 +90,29 @@ suite("the host probe with the nvidia-smi stand-in", () => {
       expect(probe.devices).toEqual([]);
     } finally {
       sc.remove();
+    }
+  });
+});
+
+describe("a card that could not be probed", () => {
+  it("is probed again next time, not answered from the cache (nvidia-smi installed since)", async () => {
+    const later = join(dir, "later");
+    const smi = join(later, "nvidia-smi");
+    const saved = process.env.GIUL_NVIDIA_SMI;
+    process.env.GIUL_NVIDIA_SMI = smi;
+    try {
+      // GPU 9 exists nowhere here: NVML cannot read it, whatever loads.
+      const before = await localCapabilities(9);
+      expect(before.reason).not.toBeNull();
+      expect(before.smi).toBe(false);
+      mkdirSync(later, { recursive: true });
+      writeFileSync(smi, "#!/bin/sh\nexit 0\n");
+      chmodSync(smi, 0o755);
+      const after = await localCapabilities(9);
+      expect(after.smi).toBe(true);
+    } finally {
+      if (saved === undefined) delete process.env.GIUL_NVIDIA_SMI;
+      else process.env.GIUL_NVIDIA_SMI = saved;
     }
   });
 });
