@@ -307,8 +307,9 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
   it("errors start at their time, for every device call or for one symbol", async () => {
     const sc = scenario({ devices: [{ power: 100 }] });
     let fromMs = 0;
-    // once the reader runs, the error is scheduled 100 ms ahead (the double re-reads the file)
-    const rs = await readWhile(sc, ["energy", "name"], { n: 16, intervalMs: 20 }, () => {
+    // once the reader runs, the error is scheduled 100 ms ahead (the double re-reads the file);
+    // the reader keeps going ~800 ms, so a late reaction here still leaves calls after the error
+    const rs = await readWhile(sc, ["energy", "name"], { n: 40, intervalMs: 20 }, () => {
       fromMs = sc.nowMs() + 100;
       sc.update({ devices: [{ power: 100, errors: [{ fromMs, code: NVML.ERROR_GPU_IS_LOST }] }] });
     });
@@ -573,14 +574,16 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
     const sc = scenario({ devices: [{ name: "before", power: 100 }] });
     let swappedAt = 0n;
     let swappedDone = 0n;
-    const all = await readWhile(sc, ["name", "power"], { n: 25, intervalMs: 20 }, async () => {
+    // ~1 s of reads, so the swap (60 ms after the first) lands well inside them even when this
+    // process reacts late
+    const all = await readWhile(sc, ["name", "power"], { n: 50, intervalMs: 20 }, async () => {
       await new Promise((r) => setTimeout(r, 60));
       swappedAt = process.hrtime.bigint();
       sc.update({ devices: [{ name: "after", power: 300 }] });
       swappedDone = process.hrtime.bigint();
     });
     const rs = all.filter((r) => r.op === "name");
-    expect(rs.length).toBe(25);
+    expect(rs.length).toBe(50);
     for (const r of rs) {
       if (t1(r) < swappedAt) expect(r.value).toBe("before");
       if (t(r) > swappedDone) expect(r.value).toBe("after");
