@@ -1,16 +1,19 @@
 /**
  * One card as giul-agent serves it: the card's shared track (chosen by select.ts, kept running for
  * the agent's life) for power and cumulative energy, and the card's state (name, memory,
- * utilization, compute processes) read through the addon off the JS thread and cached, so that a
- * request costs no NVML call. The cache is refreshed in the background when a request finds it
+ * utilization, compute processes) read through the addon off the JS thread (or, without it, through
+ * nvidia-smi) and cached, so that a request costs no NVML call. The cache is refreshed in the background when a request finds it
  * older than its TTL; a request that finds it much older (the agent sat idle) waits for the
  * refresh, a bounded while.
  */
 import type { GiulBinding } from "../../binding.js";
+import type { CardReader } from "../backends/card.js";
 import type { RingTrack } from "../backends/ring-track.js";
+import { readSmiGpu } from "../backends/smi-card.js";
 import type { Track } from "../backends/track.js";
 import { loadBinding } from "../binding.js";
 import { debug } from "../debug.js";
+import { findNvidiaSmi } from "../host.js";
 import { resolveNode } from "../node.js";
 import { forcedBackend, select } from "../select.js";
 import type { ComputeAppWire, EnergyWire, PowerWire } from "./wire.js";
@@ -51,6 +54,9 @@ export interface MonitorOptions {
   readonly clockOffsetNs: bigint;
 }
 
+/** The card's state without its timestamp: what one refresh reads. */
+type StateRead = Omit<DeviceState, "at">;
+
 /** A track that can hand out single readings (RingTrack does). */
 function isRingTrack(track: Track | null): track is RingTrack {
   return track !== null && typeof (track as Partial<RingTrack>).reading === "function";
@@ -62,7 +68,8 @@ export class DeviceMonitor {
   /** Why the card's energy cannot be read, or null. */
   reason: string | null = null;
   private track: RingTrack | null = null;
-  private binding: GiulBinding | null = null;
+  /** Reads the card's state, or null when nothing can (no addon and no nvidia-smi). */
+  private readState: (() => Promise<StateRead>) | null = null;
   private state: DeviceState = EMPTY;
   private refreshing: Promise<void> | null = null;
   private readonly options: MonitorOptions;
@@ -77,6 +84,7 @@ export class DeviceMonitor {
 
   /** Chooses the backend, starts the sampler and reads the state once. Never throws. */
   async start(): Promise<void> {
+    let reader: CardReader | null = null;
     try {
       const node = resolveNode({ name: `giul-agent-gpu${this.gpu}`, gpuIndex: this.gpu, idleW: 0 });
       let forced = null;
@@ -87,6 +95,7 @@ export class DeviceMonitor {
       }
       const selection = await select(node, forced);
       this.backend = selection.backend;
+      reader = selection.reader ?? null;
       if (isRingTrack(selection.track)) {
         this.track = selection.track;
         this.track.retain(this.options.periodMs);
@@ -102,10 +111,15 @@ export class DeviceMonitor {
     if (loaded.ok) {
       try {
         const init = await loaded.binding.nvmlInit();
-        if (init.ok) this.binding = loaded.binding;
+        if (init.ok) this.readState = bindingState(loaded.binding, this.gpu);
       } catch (error) {
         debug("agent: nvmlInit threw: %s", String(error));
       }
+    }
+    if (this.readState === null) {
+      // No NVML here: the state as nvidia-smi prints it, when it is found.
+      const smi = findNvidiaSmi();
+      if (smi.path !== null) this.readState = smiState(smi.path, this.gpu, reader);
     }
     await this.refresh();
     debug("agent: gpu %d backend %s%s", this.gpu, this.backend, this.reason ? ` (${this.reason})` : "");
@@ -118,33 +132,23 @@ export class DeviceMonitor {
     this.track = null;
   }
 
-  /** Reads the state through the addon (off the JS thread). Never throws. */
+  /** Reads the state (through the addon off the JS thread, or nvidia-smi). Never throws. */
   private refresh(): Promise<void> {
     if (this.refreshing) return this.refreshing;
-    const binding = this.binding;
-    if (binding === null) {
+    const read = this.readState;
+    if (read === null) {
       this.state = { ...EMPTY, at: performance.now() };
       return Promise.resolve();
     }
     const run = async () => {
-      const [info, procs] = await Promise.all([
-        binding.deviceInfo(this.gpu).catch(() => null),
-        binding.computeProcesses(this.gpu).catch(() => null),
-      ]);
-      const ok = info?.ok === true ? info : null;
-      this.state = {
-        name: ok?.name ?? null,
-        memoryUsedMib: ok?.memoryUsedMib ?? null,
-        memoryTotalMib: ok?.memoryTotalMib ?? null,
-        memoryFreeMib: ok?.memoryFreeMib ?? null,
-        utilizationPct: ok?.utilizationPct ?? null,
-        powerW: ok?.powerW ?? null,
-        computeApps:
-          procs?.ok === true
-            ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
-            : null,
-        at: performance.now(),
-      };
+      let state: StateRead;
+      try {
+        state = await read();
+      } catch (error) {
+        debug("agent: reading the state failed: %s", String(error));
+        state = EMPTY;
+      }
+      this.state = { ...state, at: performance.now() };
     };
     this.refreshing = run().finally(() => {
       this.refreshing = null;
@@ -259,4 +263,51 @@ export class DeviceMonitor {
       wait_ns: Number(process.hrtime.bigint() - arrived),
     };
   }
+}
+
+/** The state through the addon: device info and compute processes, each null when its read fails. */
+function bindingState(binding: GiulBinding, gpu: number): () => Promise<StateRead> {
+  return async () => {
+    const [info, procs] = await Promise.all([
+      binding.deviceInfo(gpu).catch(() => null),
+      binding.computeProcesses(gpu).catch(() => null),
+    ]);
+    const ok = info?.ok === true ? info : null;
+    return {
+      name: ok?.name ?? null,
+      memoryUsedMib: ok?.memoryUsedMib ?? null,
+      memoryTotalMib: ok?.memoryTotalMib ?? null,
+      memoryFreeMib: ok?.memoryFreeMib ?? null,
+      utilizationPct: ok?.utilizationPct ?? null,
+      powerW: ok?.powerW ?? null,
+      computeApps:
+        procs?.ok === true
+          ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
+          : null,
+    };
+  };
+}
+
+/**
+ * The state through nvidia-smi (no addon, or no NVML through it): its `--query-gpu` row and the
+ * card's compute processes (through `reader`, the smi_sampler's card reader, when there is one),
+ * each null when its read fails. Power comes from the sampler's track, not from here.
+ */
+function smiState(path: string, gpu: number, reader: CardReader | null): () => Promise<StateRead> {
+  return async () => {
+    const [row, procs] = await Promise.all([readSmiGpu(path, gpu), reader?.readProcesses() ?? null]);
+    const g = row.ok ? row.gpu : null;
+    return {
+      name: g?.name ?? null,
+      memoryUsedMib: g?.memoryUsedMib ?? null,
+      memoryTotalMib: g?.memoryTotalMib ?? null,
+      memoryFreeMib: g?.memoryFreeMib ?? null,
+      utilizationPct: g?.utilizationPct ?? null,
+      powerW: null,
+      computeApps:
+        procs?.ok === true
+          ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
+          : null,
+    };
+  };
 }

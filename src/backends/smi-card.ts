@@ -17,7 +17,7 @@ function run(
     const child = execFile(
       path,
       args,
-      { timeout: TIMEOUT_MS, maxBuffer: 1 << 20, env: process.env, windowsHide: true },
+      { timeout: TIMEOUT_MS, killSignal: "SIGKILL", maxBuffer: 1 << 20, env: process.env, windowsHide: true },
       (error, stdout, stderr) => {
         if (error) {
           const said = `${stdout}\n${stderr}`.trim().split("\n")[0] ?? "";
@@ -65,23 +65,53 @@ export function parseComputeApps(out: string, uuid: string | null): ProcessInfo[
   return apps;
 }
 
+/** One card's row of `--query-gpu`: every unreadable value null. */
+export interface SmiGpuState {
+  readonly uuid: string | null;
+  readonly name: string | null;
+  readonly memoryTotalMib: number | null;
+  readonly memoryUsedMib: number | null;
+  readonly memoryFreeMib: number | null;
+  readonly utilizationPct: number | null;
+}
+
+/** Reads card `index`'s uuid, memory, utilization and name with one nvidia-smi run. Never rejects. */
+export async function readSmiGpu(
+  path: string,
+  index: number,
+): Promise<{ ok: true; gpu: SmiGpuState } | { ok: false; reason: string }> {
+  const r = await run(path, [
+    "-i",
+    String(index),
+    "--query-gpu=uuid,memory.total,memory.used,memory.free,utilization.gpu,name",
+    "--format=csv,noheader,nounits",
+  ]);
+  if (!r.ok) return r;
+  const line = r.out.split("\n").find((l) => l.trim() !== "");
+  if (line === undefined) return { ok: false, reason: "nvidia-smi printed no row for the card" };
+  const cells = line.split(", ");
+  if (cells.length < 6)
+    return { ok: false, reason: `unexpected line from nvidia-smi: ${JSON.stringify(line.slice(0, 120))}` };
+  return {
+    ok: true,
+    gpu: {
+      uuid: text(cells[0]),
+      memoryTotalMib: num(cells[1]),
+      memoryUsedMib: num(cells[2]),
+      memoryFreeMib: num(cells[3]),
+      utilizationPct: num(cells[4]),
+      // The name is last: it is the one cell that could hold ", ".
+      name: text(cells.slice(5).join(", ")),
+    },
+  };
+}
+
 export function smiCardReader(path: string, index: number): CardReader {
   let uuid: string | null = null;
-  const readGpu = async (): Promise<{ ok: true; cells: string[] } | { ok: false; reason: string }> => {
-    const r = await run(path, [
-      "-i",
-      String(index),
-      "--query-gpu=uuid,memory.total,memory.used,memory.free,utilization.gpu",
-      "--format=csv,noheader,nounits",
-    ]);
-    if (!r.ok) return r;
-    const line = r.out.split("\n").find((l) => l.trim() !== "");
-    if (line === undefined) return { ok: false, reason: "nvidia-smi printed no row for the card" };
-    const cells = line.split(", ");
-    if (cells.length !== 5)
-      return { ok: false, reason: `unexpected line from nvidia-smi: ${JSON.stringify(line.slice(0, 120))}` };
-    uuid = text(cells[0]);
-    return { ok: true, cells };
+  const readGpu = async (): Promise<{ ok: true; gpu: SmiGpuState } | { ok: false; reason: string }> => {
+    const r = await readSmiGpu(path, index);
+    if (r.ok) uuid = r.gpu.uuid;
+    return r;
   };
   const readProcesses = async (): Promise<ProcessRead> => {
     const tNs = process.hrtime.bigint();
@@ -107,10 +137,10 @@ export function smiCardReader(path: string, index: number): CardReader {
       const procs = await readProcesses();
       if (!procs.ok) return procs.reason;
       return {
-        memoryTotalMib: num(g.cells[1]),
-        memoryUsedMib: num(g.cells[2]),
-        memoryFreeMib: num(g.cells[3]),
-        utilizationPct: num(g.cells[4]),
+        memoryTotalMib: g.gpu.memoryTotalMib,
+        memoryUsedMib: g.gpu.memoryUsedMib,
+        memoryFreeMib: g.gpu.memoryFreeMib,
+        utilizationPct: g.gpu.utilizationPct,
         computeApps: procs.processes,
       };
     },
