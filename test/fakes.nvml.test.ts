@@ -4,15 +4,14 @@
  * from the scenario (test/fakes/scenario.ts, or hand arithmetic), never from the double itself.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { FAKE_NVML, FAKE_NVML_LEGACY, FAKE_SMI_BIN, haveDoubles } from "./fakes/paths.js";
+import { built, FAKE_NVML, FAKE_NVML_LEGACY, FAKE_NVML_READER } from "./fakes/paths.js";
 import { NVML, type Scenario, type ScenarioSpec, writeScenario } from "./fakes/scenario.js";
 
-const READER = join(FAKE_SMI_BIN, "fake-nvml-read");
-const ready = haveDoubles() && existsSync(READER);
-if (!ready) console.warn(`skipping: the test doubles are not built (${READER}); run cmake + ninja`);
+const READER = FAKE_NVML_READER;
+const ready = built([FAKE_NVML, FAKE_NVML_LEGACY, READER], "the NVML doubles");
 
 /** One JSON line of the reader. */
 interface Reading {

@@ -3,10 +3,10 @@
  * (shared/nvml-facts.md §3). Expected values come from the scenario, not from the stand-in.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { FAKE_NVML_LEGACY, FAKE_SMI_BIN, haveDoubles } from "./fakes/paths.js";
+import { built, FAKE_NVML, FAKE_NVML_LEGACY, FAKE_SMI } from "./fakes/paths.js";
 import {
   NVML,
   type Scenario,
@@ -17,9 +17,8 @@ import {
   writeScenario,
 } from "./fakes/scenario.js";
 
-const SMI = join(FAKE_SMI_BIN, "nvidia-smi");
-const ready = haveDoubles() && existsSync(SMI);
-if (!ready) console.warn(`skipping: the nvidia-smi stand-in is not built (${SMI}); run cmake + ninja`);
+const SMI = FAKE_SMI;
+const ready = built([FAKE_NVML, FAKE_NVML_LEGACY, SMI], "the nvidia-smi stand-in");
 
 const scenarios: Scenario[] = [];
 afterEach(() => {

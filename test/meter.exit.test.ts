@@ -1,8 +1,6 @@
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON, FAKE_SMI_BIN, haveDoubles, ROOT } from "./fakes/paths.js";
+import { ADDON, built, DIST, FAKE_NVML, FAKE_SMI } from "./fakes/paths.js";
 import { Scenario } from "./fakes/scenario.js";
 
 // Metering never keeps a process alive: a script that opens windows and never closes them exits
@@ -10,9 +8,7 @@ import { Scenario } from "./fakes/scenario.js";
 
 const sc = new Scenario({ devices: [{ power: 200 }] });
 afterAll(() => sc.remove());
-const DIST = join(ROOT, "dist", "index.js");
-const ready =
-  haveDoubles() && existsSync(ADDON) && existsSync(DIST) && existsSync(join(FAKE_SMI_BIN, "nvidia-smi"));
+const ready = built([FAKE_NVML, ADDON, DIST, FAKE_SMI]);
 
 const script = `
 import { Meter } from ${JSON.stringify(DIST)};

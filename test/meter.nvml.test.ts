@@ -27,7 +27,6 @@ const { resetSelection } = await import("../src/select.js");
 type MeterT = import("../src/meter.js").Meter;
 
 const ready = nativeReady();
-if (!ready) console.warn("skipping: the addon or the test doubles are not built (npm run build:native)");
 
 afterAll(() => sc.remove());
 

@@ -1,7 +1,5 @@
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { FAKE_NVML, FAKE_SMI_BIN } from "./fakes/paths.js";
+import { built, FAKE_NVML, FAKE_SMI, FAKE_SMI_BIN } from "./fakes/paths.js";
 import { Scenario } from "./fakes/scenario.js";
 
 // The Meter through the pure-TypeScript nvidia-smi sampler, end to end: no addon at all (as on a
@@ -32,8 +30,7 @@ delete process.env.GIUL_NVIDIA_SMI;
 delete process.env.GIUL_BACKEND;
 const { Meter, probeNode } = await import("../src/index.js");
 
-const ready = existsSync(join(FAKE_SMI_BIN, "nvidia-smi")) && existsSync(FAKE_NVML);
-if (!ready) console.warn("skipping: the nvidia-smi stand-in is not built (npm run build:native)");
+const ready = built([FAKE_SMI, FAKE_NVML], "the nvidia-smi stand-in");
 afterAll(() => sc.remove());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -14,10 +14,40 @@ export const FAKE_NVML = join(DOUBLES_DIR, "current", "libnvidia-ml.so.1");
 export const FAKE_NVML_LEGACY = join(DOUBLES_DIR, "legacy", "libnvidia-ml.so.1");
 /** The folder holding the nvidia-smi stand-in, to put first on PATH. */
 export const FAKE_SMI_BIN = join(DOUBLES_DIR, "bin");
+/** The nvidia-smi stand-in. */
+export const FAKE_SMI = join(FAKE_SMI_BIN, "nvidia-smi");
+/** The small C reader that drives the NVML double without the addon. */
+export const FAKE_NVML_READER = join(FAKE_SMI_BIN, "fake-nvml-read");
 /** The addon as built in this checkout. */
 export const ADDON = join(ROOT, "build", "Release", "giul.node");
+/** The bundled package (tsup). */
+export const DIST = join(ROOT, "dist", "index.js");
 
-export const haveDoubles = (): boolean => existsSync(FAKE_NVML);
+/**
+ * True where the environment says this is a CI run (`CI` set to anything but "", "0" or "false").
+ * There the build is part of the job, so a suite skipped for a missing artifact would hide a
+ * failure: {@link built} throws instead of skipping.
+ */
+export const IN_CI = ((v) => v !== undefined && v !== "" && v !== "0" && v.toLowerCase() !== "false")(
+  process.env.CI,
+);
 
-/** The addon and the NVML double are built: the native path can be tested. */
-export const nativeReady = (): boolean => haveDoubles() && existsSync(ADDON);
+/**
+ * Whether every one of `paths` exists, for `describe.runIf(built(...))`. Where one is missing the
+ * suite is skipped with the reason printed — except in CI, where this throws, so the file fails
+ * instead of passing with nothing run.
+ */
+export function built(paths: readonly string[], what = "the addon or the test doubles"): boolean {
+  const missing = paths.filter((p) => !existsSync(p));
+  if (missing.length === 0) return true;
+  const message = `${what} not built (${missing.join(", ")}); run: npx cmake-js build --out build && npx tsup`;
+  if (IN_CI) throw new Error(`CI is set, so this suite may not be skipped: ${message}`);
+  console.warn(`skipping: ${message}`);
+  return false;
+}
+
+/** The NVML double is built (throws in CI when it is not; see {@link built}). */
+export const haveDoubles = (): boolean => built([FAKE_NVML], "the NVML test double");
+
+/** The addon and the NVML double are built: the native path can be tested (throws in CI otherwise). */
+export const nativeReady = (): boolean => built([FAKE_NVML, ADDON]);
