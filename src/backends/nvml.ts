@@ -30,6 +30,15 @@ export function describeNvmlError(code: number): string {
   return `NVML error ${code} (${NVML_ERRORS[code] ?? "see nvml.h"})`;
 }
 
+/**
+ * The seqlock's closing check. A plain acquire load would let the payload loads before it be
+ * performed after it on weakly ordered CPUs (ARM64), accepting a torn sample; a compare-exchange
+ * of the word with itself is a full barrier there, and leaves the value unchanged.
+ */
+function recheck(u32: Uint32Array, g: number): boolean {
+  return Atomics.compareExchange(u32, 0, g, g) === g;
+}
+
 /** A consistent view of the addon's ring (the seqlock protocol of binding.d.ts). */
 export class NativeRing implements SampleRing {
   readonly epochNs: bigint;
@@ -51,7 +60,7 @@ export class NativeRing implements SampleRing {
       const g = Atomics.load(this.u32, 0);
       if (g & 1) continue;
       const head = this.f64[this.L.hHead] ?? 0;
-      if (Atomics.load(this.u32, 0) === g) return head;
+      if (recheck(this.u32, g)) return head;
     }
     return this.f64[this.L.hHead] ?? 0;
   }
@@ -73,7 +82,7 @@ export class NativeRing implements SampleRing {
       out.error = f[base + L.sError] ?? 0;
       out.faults = f[base + L.sFaults] ?? 0;
       out.readNs = f[base + L.sReadNs] ?? 0;
-      if (Atomics.load(this.u32, 0) === g) return true;
+      if (recheck(this.u32, g)) return true;
     }
     return false;
   }
