@@ -68,6 +68,13 @@ const asyncDispose: typeof Symbol.asyncDispose =
   Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
 
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
+
+/**
+ * A window opened and never closed (a caller's bug) must not keep its card's sampler, or its
+ * contention watch, running for the life of the process: when the Meter is collected, what it
+ * held is released. The cleanup holds the track and watcher, never the Meter.
+ */
+const abandoned = new FinalizationRegistry<() => void>((release) => release());
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 
 function optionError(field: string, message: string): GiulError {
@@ -218,6 +225,18 @@ export class Meter {
         this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
       }
     }
+    const heldTrack = this.track;
+    const heldWatch = this.watchContention ? this.watcher : null;
+    if (heldTrack !== null || heldWatch !== null) {
+      abandoned.register(
+        this,
+        () => {
+          heldTrack?.release();
+          heldWatch?.unwatch();
+        },
+        this,
+      );
+    }
     this.state = "open";
     return this;
   }
@@ -266,6 +285,7 @@ export class Meter {
         this.syncFailure = `the sync hook failed, so the card's work may not be finished: ${String(error)}`;
       }
     }
+    abandoned.unregister(this);
     const track = this.track;
     const closeEdge = track ? track.edge() : { tNs: process.hrtime.bigint() };
     this.closeEdge = closeEdge;

@@ -40,6 +40,41 @@ function run(extraEnv: Record<string, string>): Promise<{ code: number | null; m
   });
 }
 
+const abandonScript = `
+import { readdirSync, readFileSync } from "node:fs";
+import { Meter } from ${JSON.stringify(DIST)};
+const threads = () => readdirSync("/proc/self/task").filter((t) => {
+  try { return readFileSync("/proc/self/task/" + t + "/comm", "utf8").startsWith("giul-gpu"); } catch { return false; }
+}).length;
+await (async () => { (await Meter.forNode({ name: "abandoned", idleW: 10 }).open()).mark("never-closed"); })();
+console.log("threads while held", threads());
+const t0 = Date.now();
+while (threads() > 0 && Date.now() - t0 < 12_000) {
+  globalThis.gc();
+  await new Promise((r) => setTimeout(r, 200));
+}
+console.log("threads after", threads());
+`;
+
+describe.runIf(ready)("a window that is never closed", () => {
+  it("does not keep the card's sampler running once the Meter is collected", async () => {
+    const out = await new Promise<string>((resolve) => {
+      const child = spawn(process.execPath, ["--expose-gc", "--input-type=module", "-e", abandonScript], {
+        env: { ...process.env, ...sc.env() },
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      let text = "";
+      child.stdout.on("data", (d: Buffer) => {
+        text += d.toString();
+      });
+      child.on("exit", () => resolve(text));
+    });
+    expect(out).toContain("threads while held 1");
+    // released at collection, then stopped after the sampler's linger (5 s)
+    expect(out).toContain("threads after 0");
+  }, 30_000);
+});
+
 describe.runIf(ready)("a process with windows still open exits by itself", () => {
   it("on the native path", async () => {
     const r = await run({});
