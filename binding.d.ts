@@ -118,11 +118,11 @@ export interface RingLayout {
   readonly hCapacity: number;
   /** Header slot: current period in ns. */
   readonly hPeriodNs: number;
-  /** Header slot: 0 starting, 1 running, 2 failed (thread gave up), 3 stopped. */
+  /** Header slot: 0 starting, 1 running, 2 failed (no read has succeeded yet; the thread keeps retrying, at most every 100 ms), 3 stopped. */
   readonly hState: number;
   /** Header slot: the last nvmlReturn_t that failed a read (0 when none). */
   readonly hLastError: number;
-  /** Header slot: 1 when the energy counter answered on the first tick. */
+  /** Header slot: 1 once the energy counter has answered on some tick. */
   readonly hCounter: number;
   /** Header slot: power source: 0 none, 1 field 186 (instant), 2 nvmlDeviceGetPowerUsage. */
   readonly hPowerSource: number;
