@@ -8,7 +8,16 @@
  * skip the addon / the doubles.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, utimesSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  utimesSync,
+} from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -122,6 +131,30 @@ function distStale(): boolean {
   return oldest(outputs) < sources;
 }
 
+/**
+ * Bundles into a staging folder beside dist/ (same depth, so the source maps' relative paths hold)
+ * and swaps it in. tsup's `clean` would otherwise leave dist/ empty for the whole build, and
+ * another vitest run in this checkout that is using dist/ at that moment fails with "Cannot find
+ * module dist/index.js" (seen with several people testing in one checkout).
+ */
+function bundleDist(): void {
+  const dist = join(ROOT, "dist");
+  const staging = join(ROOT, `.dist-staging-${process.pid}`);
+  const old = join(ROOT, `.dist-old-${process.pid}`);
+  rmSync(staging, { recursive: true, force: true });
+  const built = run("bundling src/ into dist/ (tsup)", process.execPath, [
+    join(ROOT, "node_modules", "tsup", "dist", "cli-default.js"),
+    "--out-dir",
+    staging,
+  ]);
+  if (built) {
+    if (existsSync(dist)) renameSync(dist, old);
+    renameSync(staging, dist);
+  }
+  rmSync(staging, { recursive: true, force: true });
+  rmSync(old, { recursive: true, force: true });
+}
+
 export async function setup(): Promise<void> {
   if (process.env.GIUL_TEST_NO_BUILD === "1") return;
   const outputs = nativeOutputs();
@@ -142,10 +175,6 @@ export async function setup(): Promise<void> {
       const now = new Date();
       if (built) for (const output of outputs) if (existsSync(output)) utimesSync(output, now, now);
     }
-    if (distStale()) {
-      run("bundling src/ into dist/ (tsup)", process.execPath, [
-        join(ROOT, "node_modules", "tsup", "dist", "cli-default.js"),
-      ]);
-    }
+    if (distStale()) bundleDist();
   });
 }
