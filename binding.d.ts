@@ -126,7 +126,11 @@ export interface RingLayout {
   readonly hCounter: number;
   /** Header slot: power source: 0 none, 1 field 186 (instant), 2 nvmlDeviceGetPowerUsage. */
   readonly hPowerSource: number;
-  /** Header slot: smallest observed interval between counter changes, ns (0 until seen twice). */
+  /**
+   * Header slot: the counter's update step estimated from above, ns (0 until two changes are seen):
+   * the smallest interval from the last read before a change to the read that saw the next change.
+   * Never below the true step, however late the thread ran; about one period above it.
+   */
   readonly hCounterStepNs: number;
   /**
    * Sample slot: CLOCK_MONOTONIC ns minus epochNs, at the midpoint of the counter read when the

@@ -260,14 +260,16 @@ void Sampler::Tick() {
         if (delta > kMaxMjPerNs * static_cast<double>(t - before_change_t_)) {
           flags |= SampleFlag::kCounterJump;
         }
-        int64_t step = t - change_obs_t_;
+        // The same interval bounds the counter's update step from above: the previous change came
+        // after before_change_t_ and this one by t. (From the previous change's observation
+        // instead, a late observation would make the next interval look short.)
+        int64_t step = t - before_change_t_;
         if (min_step_ns_ == 0 || step < min_step_ns_) {
           min_step_ns_ = step;
         }
       }
       change_seen_ = true;
       before_change_t_ = prev_energy_t_;
-      change_obs_t_ = t;
     }
     have_energy_ = true;
     prev_energy_ = energy;

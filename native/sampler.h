@@ -92,7 +92,6 @@ class Sampler {
   int64_t prev_energy_t_ = 0;
   bool change_seen_ = false;     // a change was observed since the first read (or a reset)
   int64_t before_change_t_ = 0;  // last read still showing the value before that change
-  int64_t change_obs_t_ = 0;     // read at which that change was first seen
   int64_t min_step_ns_ = 0;
   // Power integral.
   bool have_power_ = false;

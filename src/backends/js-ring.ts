@@ -16,7 +16,9 @@ export class JsRing implements SampleRing {
   private written = 0;
   private period: number;
   private stepNs = 0;
-  private lastChangeT = Number.NaN;
+  /** Time of the last reading that still showed the value before the latest change. */
+  private beforeChangeT = Number.NaN;
+  private lastEnergyT = Number.NaN;
   private lastEnergy = Number.NaN;
   private lastPowerT = Number.NaN;
   private lastPower = Number.NaN;
@@ -49,7 +51,9 @@ export class JsRing implements SampleRing {
           flags |= FLAG.COUNTER_BACKWARDS;
           fault = true;
         } else if (energyMj > this.lastEnergy) {
-          const dt = t - this.lastChangeT;
+          // The previous change happened after beforeChangeT and this one by t: the true rate is
+          // at least delta / dt, and the counter's update step is at most dt (as in the addon).
+          const dt = t - this.beforeChangeT;
           if (dt > 0 && ((energyMj - this.lastEnergy) / dt) * 1e9 > MAX_PLAUSIBLE_MW) {
             flags |= FLAG.COUNTER_JUMP;
             fault = true;
@@ -57,8 +61,9 @@ export class JsRing implements SampleRing {
           if (dt > 0 && (this.stepNs === 0 || dt < this.stepNs)) this.stepNs = dt;
         }
       }
-      if (energyMj !== this.lastEnergy) this.lastChangeT = t;
+      if (energyMj !== this.lastEnergy) this.beforeChangeT = this.lastEnergyT;
       this.lastEnergy = energyMj;
+      this.lastEnergyT = t;
       this.everEnergy = true;
     } else if (this.everEnergy) {
       flags |= FLAG.READ_FAILED;
@@ -123,6 +128,7 @@ export class JsRing implements SampleRing {
     return this.period;
   }
 
+  /** An upper estimate of the counter's update step (see SampleRing.counterStepNs). */
   counterStepNs(): number {
     return this.stepNs;
   }

@@ -22,7 +22,7 @@ import { debug } from "../debug.js";
 import type { SpanMeasurement } from "../energy.js";
 import type { CardReader, CardState, ProcessRead } from "./card.js";
 import { JsRing } from "./js-ring.js";
-import { type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
+import { counterStep, type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
 import type { Edge, Track } from "./track.js";
 
 export const DEFAULT_TIMEOUT_MS = 500;
@@ -540,13 +540,13 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     };
   }
   const agentNs = Number(BigInt(b.monotonic_ns) - BigInt(a.monotonic_ns));
-  const stepNs = b.counter_step_ns > 0 ? b.counter_step_ns : b.period_ns;
-  if (b.energy_source === "counter" && agentNs < stepNs) {
+  const step = counterStep(b.counter_step_ns, b.period_ns);
+  if (b.energy_source === "counter" && agentNs < step.shortestNs) {
     return {
       ok: false,
       reason:
         `window of ${(agentNs / 1e6).toFixed(2)} ms is shorter than the energy counter's update step ` +
-        `(~${(stepNs / 1e6).toFixed(2)} ms): too short to measure`,
+        `(~${(step.shortestNs / 1e6).toFixed(2)} ms): too short to measure`,
     };
   }
   const rawJ = b.energy_j - a.energy_j;
@@ -560,8 +560,7 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   if (b.energy_source === "counter") {
     // As on a local counter: each read is up to one step stale, and a whole number of mJ.
     const edgeW = Math.max(meanW, pa, pb);
-    const stepBoundNs = b.counter_step_ns + b.period_ns;
-    uncertaintyJ += (edgeW * (stepBoundNs + (a.read_ns + b.read_ns) / 2)) / 1e9 + 0.002;
+    uncertaintyJ += (edgeW * (step.boundNs + (a.read_ns + b.read_ns) / 2)) / 1e9 + 0.002;
   } else {
     caveat =
       "the agent integrates its sampled power (the card has no energy counter)" +

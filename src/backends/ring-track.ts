@@ -41,7 +41,11 @@ export interface SampleRing {
   read(k: number, out: Sample): boolean;
   /** The sampling period now (ns). */
   periodNs(): number;
-  /** Smallest observed interval between changes of the energy counter (ns), 0 when unknown. */
+  /**
+   * The energy counter's update step, estimated from above (ns), 0 when unknown: the smallest
+   * interval from the last reading before a change to the reading that saw the next change. It is
+   * never below the true step (about one period above it), however late the sampler ran.
+   */
   counterStepNs(): number;
   /** Why no sample can be expected (the source failed for good), or null. */
   failure(): string | null;
@@ -285,14 +289,14 @@ export class RingTrack implements Track {
     if (faultsAfter > faultsBefore)
       return { ok: false, reason: this.describeFaults(ring, from.kA + 1, to.kB) };
 
-    const stepNs = ring.counterStepNs() > 0 ? ring.counterStepNs() : ring.periodNs();
+    const step = counterStep(ring.counterStepNs(), ring.periodNs());
     const grossMj = to.value - from.value;
-    if (this.source.column === "energy" && to.t - from.t < stepNs) {
+    if (this.source.column === "energy" && to.t - from.t < step.shortestNs) {
       return {
         ok: false,
         reason:
           `window of ${fmtMs(to.t - from.t)} ms is shorter than the energy counter's update step ` +
-          `(~${fmtMs(stepNs)} ms): too short to measure`,
+          `(~${fmtMs(step.shortestNs)} ms): too short to measure`,
       };
     }
 
@@ -328,10 +332,7 @@ export class RingTrack implements Track {
       // a whole number of mJ.
       const meanMw = Math.max(0, grossMj) / Math.max(seconds, 1e-9);
       const edgeMw = Math.max(meanMw, finiteOr0(from.powerMw), finiteOr0(to.powerMw));
-      // The step is known only from the changes the sampler saw, which can come up to one
-      // sampling interval early: bound it by the smallest seen plus a period.
-      const stepBoundNs = ring.counterStepNs() + ring.periodNs();
-      uncertaintyMj += edgeMw * ((stepBoundNs + (from.readNs + to.readNs) / 2) / 1e9) + 2;
+      uncertaintyMj += edgeMw * ((step.boundNs + (from.readNs + to.readNs) / 2) / 1e9) + 2;
     } else {
       uncertaintyMj += trapezoidErrMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
@@ -541,6 +542,16 @@ export class RingTrack implements Track {
     }
     if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
   }
+}
+
+/**
+ * What a sampler's upper estimate of the counter's update step (0: unknown) means for a window:
+ * `boundNs`, a step the error bar may assume (never below the true one); `shortestNs`, the
+ * shortest window worth measuring (the estimate less the period it overshoots by).
+ */
+export function counterStep(stepUpperNs: number, periodNs: number): { boundNs: number; shortestNs: number } {
+  if (!(stepUpperNs > 0)) return { boundNs: 2 * periodNs, shortestNs: periodNs };
+  return { boundNs: stepUpperNs, shortestNs: Math.max(stepUpperNs - periodNs, 0) };
 }
 
 function finiteOr0(x: number): number {
