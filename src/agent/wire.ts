@@ -91,11 +91,12 @@ const finite = (v: unknown): v is number => typeof v === "number" && Number.isFi
 /** The Python fields of /power, checked; what is wrong, or the value. */
 export function parsePower(body: unknown): PythonPower | string {
   if (!isObject(body)) return "the body is not a JSON object";
+  // watts is what metering needs; the rest came with 0.2 (a 0.1 agent lacks some): absent is null.
+  if (!("watts" in body)) return "the field watts is missing";
   for (const key of ["watts", "memory_used_mib", "memory_total_mib", "memory_free_mib", "utilization_pct"]) {
-    if (!(key in body)) return `the field ${key} is missing`;
-    if (!finiteOrNull(body[key])) return `${key} is not a number or null`;
+    if (key in body && !finiteOrNull(body[key])) return `${key} is not a number or null`;
   }
-  const name = body.name;
+  const name = body.name ?? null;
   if (name !== null && typeof name !== "string") return "name is not a string or null";
   const apps = body.compute_apps;
   let computeApps: ComputeAppWire[] | null = null;
@@ -115,10 +116,10 @@ export function parsePower(body: unknown): PythonPower | string {
   return {
     watts: body.watts as number | null,
     name: (name as string | null) ?? null,
-    memoryUsedMib: body.memory_used_mib as number | null,
-    memoryTotalMib: body.memory_total_mib as number | null,
-    memoryFreeMib: body.memory_free_mib as number | null,
-    utilizationPct: body.utilization_pct as number | null,
+    memoryUsedMib: (body.memory_used_mib ?? null) as number | null,
+    memoryTotalMib: (body.memory_total_mib ?? null) as number | null,
+    memoryFreeMib: (body.memory_free_mib ?? null) as number | null,
+    utilizationPct: (body.utilization_pct ?? null) as number | null,
     computeApps: computeApps?.map((a) => ({ pid: a.pid, usedMib: a.used_mib, name: a.name })) ?? null,
     exact: "energy_j" in body && typeof body.agent === "string" && body.agent.startsWith("giul-node/"),
   };
