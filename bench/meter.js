@@ -14,6 +14,8 @@ import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
+// --real: meter the host's own card (libnvidia-ml from the loader's search), not the test double.
+const real = process.argv.includes("--real");
 
 // The scenario: a card drawing 300 W with a 100 W swing every 50 ms.
 const dir = mkdtempSync(join(tmpdir(), "giul-bench-"));
@@ -21,12 +23,14 @@ const scenario = join(dir, "scenario.txt");
 const pts = [];
 for (let t = 0; t < 3_600_000; t += 50)
   pts.push(`${t} ${t % 100 === 0 ? 300 : 400}`, `${t + 49.9} ${t % 100 === 0 ? 300 : 400}`);
-writeFileSync(
-  scenario,
-  `t0_ns ${process.hrtime.bigint()}\ndevice 0 counter_step_ms=10\npower 0 ${pts.join(" ")}\n`,
-);
-process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
-process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+if (!real) {
+  writeFileSync(
+    scenario,
+    `t0_ns ${process.hrtime.bigint()}\ndevice 0 counter_step_ms=10\npower 0 ${pts.join(" ")}\n`,
+  );
+  process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
+  process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+}
 
 const { Meter } = await import(join(root, "dist", "index.js"));
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
@@ -140,7 +144,11 @@ rmSync(dir, { recursive: true, force: true });
 const cpuModel = cpus()[0]?.model ?? "unknown";
 const mib = (b) => (b / 1048576).toFixed(1);
 const lines = [
-  `## Meter on the native path (nvml_counter, libnvidia-ml test double)`,
+  real
+    ? `## Meter on the native path (${await Meter.forNode(node)
+        .open()
+        .then(async (m) => (await m.close(), m.backend))}, this host's card)`
+    : `## Meter on the native path (nvml_counter, libnvidia-ml test double)`,
   ``,
   `Machine: ${cpus().length} × ${cpuModel}, ${((await import("node:os")).totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.`,
   `Command: \`npm run bench\` (builds dist/, then \`node --expose-gc bench/meter.js${quick ? " --quick" : ""}\`).`,
@@ -151,7 +159,9 @@ const lines = [
   `(Round totals: metered median ${median(meteredMs).toFixed(1)} ms, baseline median ${median(baselineMs).toFixed(1)} ms.)`,
   ``,
   `**Sampling thread CPU** (one core = 100%): ${cpu10 === null ? "n/a" : cpu10.toFixed(2)}% at 10 ms, ${cpu1 === null ? "n/a" : cpu1.toFixed(2)}% at 1 ms`,
-  `(the double's calls are nearly free; a real driver's calls add their own cost, see nvml-facts.md §2.3).`,
+  real
+    ? `(a real driver: the thread's CPU includes the driver's own cost per call).`
+    : `(the double's calls are nearly free; a real driver's calls add their own cost, see nvml-facts.md §2.3).`,
   ``,
   `**RSS over ${total.toLocaleString("en")} windows** (1,000 concurrent at a time, 1 ms period, ${rssSeconds.toFixed(0)} s):`,
   rss.map(([n, b]) => `${(n / 1000).toFixed(0)}k: ${mib(b)} MiB`).join(", "),
