@@ -65,6 +65,7 @@ async function round(withMeter, n) {
 
 const warm = await Meter.forNode(node).open();
 await warm.close();
+const realBackend = warm.backend;
 for (let i = 0; i < 3; i++) {
   await round(true, 1000);
   await round(false, 1000);
@@ -145,9 +146,7 @@ const cpuModel = cpus()[0]?.model ?? "unknown";
 const mib = (b) => (b / 1048576).toFixed(1);
 const lines = [
   real
-    ? `## Meter on the native path (${await Meter.forNode(node)
-        .open()
-        .then(async (m) => (await m.close(), m.backend))}, this host's card)`
+    ? `## Meter on the native path (${realBackend}, this host's card)`
     : `## Meter on the native path (nvml_counter, libnvidia-ml test double)`,
   ``,
   `Machine: ${cpus().length} × ${cpuModel}, ${((await import("node:os")).totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.`,
