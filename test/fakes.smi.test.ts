@@ -197,6 +197,56 @@ describe.skipIf(!ready)("nvidia-smi stand-in", () => {
     }
   });
 
+  it("stamps each iteration with the wall-clock time of its power read", async () => {
+    // Power rises 1 W a ms, so the watts printed say when (CLOCK_MONOTONIC) the tool read them.
+    const t0Ns = process.hrtime.bigint() - 1_000_000_000n;
+    const sc = scenario({
+      t0Ns,
+      devices: [
+        {
+          power: [
+            [0, 0],
+            [1_000_000, 1_000_000],
+          ],
+          powerMode: "instant",
+        },
+      ],
+    });
+    // The wall clock (Date.now, the tool's gettimeofday) against CLOCK_MONOTONIC, to within a ms.
+    const offsets: bigint[] = [];
+    const sampleOffset = () => offsets.push(process.hrtime.bigint() - BigInt(Date.now()) * 1_000_000n);
+    sampleOffset();
+    const child = spawn(
+      SMI,
+      ["--query-gpu=power.draw.instant,timestamp", "--format=csv,noheader,nounits", "-lms", "100"],
+      { env: { ...process.env, ...sc.env(), GIUL_FAKE_SMI_LOOPS: "4" } },
+    );
+    let out = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      out += d;
+    });
+    await new Promise<void>((done) => child.on("close", () => done()));
+    sampleOffset();
+    const rows = lines(out).map(cells);
+    expect(rows.length).toBe(4);
+    for (const [power, stamp] of rows) {
+      const readNs = t0Ns + BigInt(Math.round(Number(power) * 1e6));
+      // As nvidia-smi prints it: local wall-clock time, truncated to the ms.
+      const m = /^(\d{4})\/(\d{2})\/(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{3})$/.exec(stamp ?? "");
+      expect(m, `timestamp ${stamp}`).not.toBeNull();
+      const [y, mo, d, h, mi, s, ms] = (m as RegExpExecArray).slice(1).map(Number) as number[];
+      const wallMs = new Date(y as number, (mo as number) - 1, d, h, mi, s, ms).getTime();
+      for (const offset of offsets) {
+        const stampNs = BigInt(wallMs) * 1_000_000n + offset;
+        // The read follows the stamp by what the tool does between them (µs here, a few ms at
+        // most on a loaded host); the stamp's truncation and Date.now's ms make up ±2 ms.
+        const lagMs = Number(readNs - stampNs) / 1e6;
+        expect(lagMs, `read ${power} W stamped ${stamp}`).toBeGreaterThanOrEqual(-2);
+        expect(lagMs, `read ${power} W stamped ${stamp}`).toBeLessThanOrEqual(6);
+      }
+    }
+  });
+
   it("-l takes seconds and GIUL_FAKE_SMI_LOOPS ends the loop", () => {
     const sc = scenario({});
     const { out, code } = smi({ ...sc.env(), GIUL_FAKE_SMI_LOOPS: "2" }, [

@@ -10,6 +10,7 @@ import {
   MAX_LINE,
   parseCell,
   parseLine,
+  parseStamp,
   SMI_ERROR,
   type SmiLine,
   smiArgs,
@@ -22,17 +23,56 @@ function row(line: SmiLine): Extract<SmiLine, { kind: "row" }> {
 }
 
 describe("smiArgs", () => {
-  it("asks for the index and both powers, without header or units, looping every period", () => {
+  it("asks for the index, both powers and the query time, without header or units, looping every period", () => {
     expect(smiArgs("instant", 100)).toEqual([
-      "--query-gpu=index,power.draw.instant,power.draw",
+      "--query-gpu=index,power.draw.instant,power.draw,timestamp",
       "--format=csv,noheader,nounits",
       "-lms",
       "100",
     ]);
     expect(smiArgs("averaged", null)).toEqual([
-      "--query-gpu=index,power.draw",
+      "--query-gpu=index,power.draw,timestamp",
       "--format=csv,noheader,nounits",
     ]);
+  });
+});
+
+describe("parseStamp", () => {
+  it("reads nvidia-smi's timestamp as the wall-clock reading it prints, in ms (zone left out)", () => {
+    // 2025/11/24 14:08:55.751 (nvml-facts.md §3.2, 5) = 1763993335 s as UTC (date -u -d): whatever the TZ
+    expect(parseStamp("2025/11/24 14:08:55.751")).toEqual({ ok: true, wallMs: 1_763_993_335_751 });
+    expect(parseStamp(" 2024/02/29 00:00:00.000 ")).toEqual({ ok: true, wallMs: 1_709_164_800_000 });
+    expect(parseStamp("1999/12/31 23:59:59.999")).toEqual({ ok: true, wallMs: 946_684_799_999 });
+    // a difference of two stamps is the time between them, across midnight and a month's end
+    const a = parseStamp("2024/01/31 23:59:59.950");
+    const b = parseStamp("2024/02/01 00:00:00.050");
+    if (!a.ok || !b.ok) throw new Error("stamps did not parse");
+    expect(b.wallMs - a.wallMs).toBe(100);
+  });
+
+  it("refuses tokens and anything not exactly YYYY/MM/DD HH:MM:SS.mmm, or not a real date", () => {
+    for (const text of [
+      "[N/A]",
+      "N/A",
+      "[Unknown Error]",
+      "",
+      "2025/11/24 14:08:55",
+      "2025/11/24 14:08:55.75",
+      "2025/11/24 14:08:55.7510",
+      "2025-11-24 14:08:55.751",
+      "2025/11/24T14:08:55.751",
+      "25/11/24 14:08:55.751",
+      "2025/13/01 00:00:00.000",
+      "2025/02/29 00:00:00.000",
+      "2025/04/31 00:00:00.000",
+      "2025/11/24 24:00:00.000",
+      "2025/11/24 23:60:00.000",
+      "2025/11/24 23:59:60.000",
+      "0024/11/24 23:59:59.000",
+      "2025/11/24 14:08:55.751 extra",
+    ]) {
+      expect(parseStamp(text), text).toEqual({ ok: false, text: text.trim() });
+    }
   });
 });
 
@@ -83,18 +123,45 @@ describe("parseCell", () => {
 
 describe("parseLine", () => {
   it("reads a row of the instant query", () => {
-    const r = row(parseLine("0, 625.68, 631.95", "instant"));
+    const r = row(parseLine("0, 625.68, 631.95, 2025/11/24 14:08:55.751", "instant"));
     expect(r.index).toBe(0);
     expect(r.instant).toEqual({ ok: true, watts: 625.68 });
     expect(r.average).toEqual({ ok: true, watts: 631.95 });
+    expect(r.stamp).toEqual({ ok: true, wallMs: 1_763_993_335_751 });
     expect(choosePower(r)).toBe("instant");
-    expect(row(parseLine("3, 69.62, 69.85\r", "instant")).index).toBe(3);
+    expect(row(parseLine("3, 69.62, 69.85, 2025/11/24 14:08:55.751\r", "instant")).index).toBe(3);
   });
 
   it("reads a row of the averaged-only query", () => {
-    const r = row(parseLine("1, 433.78", "averaged"));
-    expect(r).toEqual({ kind: "row", index: 1, instant: null, average: { ok: true, watts: 433.78 } });
+    const r = row(parseLine("1, 433.78, 2025/11/24 14:08:55.751", "averaged"));
+    expect(r).toEqual({
+      kind: "row",
+      index: 1,
+      instant: null,
+      average: { ok: true, watts: 433.78 },
+      stamp: { ok: true, wallMs: 1_763_993_335_751 },
+    });
     expect(choosePower(r)).toBe("averaged");
+  });
+
+  it("keeps a row whose timestamp is missing, [N/A] or garbled, with the stamp absent or marked bad", () => {
+    // Without the column (a capture replayed, a driver that dropped it): no stamp at all.
+    const bare = row(parseLine("0, 625.68, 631.95", "instant"));
+    expect(bare.stamp).toBeNull();
+    expect(bare.instant).toEqual({ ok: true, watts: 625.68 });
+    expect(row(parseLine("1, 433.78", "averaged")).stamp).toBeNull();
+    // With the column but not a timestamp: the power is still read, the stamp is refused.
+    const na = row(parseLine("0, 625.68, 631.95, [N/A]", "instant"));
+    expect(na.stamp).toEqual({ ok: false, text: "[N/A]" });
+    expect(na.instant).toEqual({ ok: true, watts: 625.68 });
+    expect(row(parseLine("0, 625.68, 631.95, 2025/11/24 14:08", "instant")).stamp).toEqual({
+      ok: false,
+      text: "2025/11/24 14:08",
+    });
+    expect(row(parseLine("0, 1.00, 2.00, 3.00", "instant")).stamp).toEqual({ ok: false, text: "3.00" });
+    expect(row(parseLine("2, 433.78, 2025/02/30 10:00:00.000", "averaged")).stamp).toMatchObject({
+      ok: false,
+    });
   });
 
   it("falls back to power.draw for a card whose instant power is [N/A], and to nothing when both fail", () => {
@@ -111,6 +178,9 @@ describe("parseLine", () => {
     expect(parseLine("", "instant")).toEqual({ kind: "blank" });
     expect(parseLine("   \r", "instant")).toEqual({ kind: "blank" });
     expect(parseLine("index, power.draw.instant [W], power.draw [W]", "instant")).toEqual({ kind: "header" });
+    expect(parseLine("index, power.draw.instant [W], power.draw [W], timestamp", "instant")).toEqual({
+      kind: "header",
+    });
     expect(parseLine('Field "power.draw.instant" is not a valid field to query.', "instant")).toEqual({
       kind: "invalid-field",
       field: "power.draw.instant",
@@ -127,8 +197,17 @@ describe("parseLine", () => {
 
   it("calls a truncated or garbled row malformed, keeping its index when it has one", () => {
     expect(parseLine("0, 631.9", "instant")).toEqual({ kind: "malformed", index: 0, text: "0, 631.9" });
-    expect(parseLine("0, 1.00, 2.00, 3.00", "instant")).toMatchObject({ kind: "malformed", index: 0 });
-    expect(parseLine("0, 1.00, 2.00", "averaged")).toMatchObject({ kind: "malformed", index: 0 });
+    expect(parseLine("0, 1.00, 2.00, 3.00, 2025/11/24 14:08:55.751", "instant")).toMatchObject({
+      kind: "malformed",
+      index: 0,
+    });
+    expect(parseLine("0, 1.00, 2.00, 2025/11/24 14:08:55.751", "averaged")).toMatchObject({
+      kind: "malformed",
+      index: 0,
+    });
+    expect(parseLine("0, 1.00, 2.00, 2025/11/24 14:08:55.751, x", "averaged")).toMatchObject({
+      kind: "malformed",
+    });
     expect(parseLine("0x, 1.00, 2.00", "instant")).toMatchObject({ kind: "malformed", index: null });
     expect(parseLine("1.5, 1.00, 2.00", "instant")).toMatchObject({ kind: "malformed", index: null });
     // A row may be well-formed with garbled cells: those are errors of the cell, not readings.

@@ -6,13 +6,18 @@
  * only when it is a plain decimal number of watts. Tokens (`[N/A]`, `[Not Supported]`,
  * `[Unknown Error]`, `[GPU is lost]`, …), blank, truncated or garbled lines and messages such as
  * the driver failure become data with an error code, never 0 W (shared/nvml-facts.md §3).
+ *
+ * Each row ends with nvidia-smi's `timestamp` (when it took the reading: its local wall clock,
+ * `YYYY/MM/DD HH:MM:SS.mmm`), which the sampler maps onto CLOCK_MONOTONIC. A row without it (a
+ * replayed capture, a stand-in script) or with a stamp that does not parse is still a row: its
+ * stamp is absent or marked bad, and the sampler falls back to the time the row arrived.
  */
 import { spawn } from "node:child_process";
 
 /** The query when the driver knows `power.draw.instant` (R535 and later). */
-export const QUERY_INSTANT = "index,power.draw.instant,power.draw";
+export const QUERY_INSTANT = "index,power.draw.instant,power.draw,timestamp";
 /** The query for a driver that rejects `power.draw.instant` as an unknown field. */
-export const QUERY_AVERAGED = "index,power.draw";
+export const QUERY_AVERAGED = "index,power.draw,timestamp";
 
 export type SmiQuery = "instant" | "averaged";
 
@@ -115,14 +120,61 @@ export function parseCell(raw: string): SmiCell {
   return { ok: false, code: SMI_ERROR.MALFORMED, text };
 }
 
+/**
+ * nvidia-smi's `timestamp` cell: the wall-clock reading it printed, as milliseconds counted as if
+ * that reading were UTC (`wallMs`), or the text when it is not a timestamp. The zone is left out on
+ * purpose: the sampler only uses differences from CLOCK_MONOTONIC, in which any constant offset
+ * (the zone among them) cancels, and a zone change (DST) is a step it detects; reading the text as
+ * local time instead would make the value depend on the TZ of this process rather than on what
+ * was printed, and leave the skipped and repeated hours of a DST change ambiguous.
+ */
+export type SmiStamp =
+  | { readonly ok: true; readonly wallMs: number }
+  | { readonly ok: false; readonly text: string };
+
+const STAMP = /^(\d{4})\/(\d{2})\/(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{3})$/;
+
+/** Parses a timestamp cell, `YYYY/MM/DD HH:MM:SS.mmm`; anything else (`[N/A]`, garbage) is not ok. */
+export function parseStamp(raw: string): SmiStamp {
+  const text = raw.trim();
+  const m = STAMP.exec(text);
+  if (m === null) return { ok: false, text };
+  const [y, mo, d, h, mi, s, ms] = m.slice(1).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const wallMs = Date.UTC(y, mo - 1, d, h, mi, s, ms);
+  const back = new Date(wallMs);
+  // Date.UTC rolls 2024/02/30 over into March and 24:00 into the next day: refuse those.
+  if (
+    back.getUTCFullYear() !== y ||
+    back.getUTCMonth() !== mo - 1 ||
+    back.getUTCDate() !== d ||
+    back.getUTCHours() !== h ||
+    back.getUTCMinutes() !== mi ||
+    back.getUTCSeconds() !== s
+  )
+    return { ok: false, text };
+  return { ok: true, wallMs };
+}
+
 /** What one line of output is. */
 export type SmiLine =
-  /** A card's row: `instant` is null for the averaged-only query. */
+  /**
+   * A card's row: `instant` is null for the averaged-only query; `stamp` is null when the row has
+   * no timestamp column (the cells of the query without it).
+   */
   | {
       readonly kind: "row";
       readonly index: number;
       readonly instant: SmiCell | null;
       readonly average: SmiCell;
+      readonly stamp: SmiStamp | null;
     }
   | { readonly kind: "blank" }
   /** A CSV header (`index, power.draw.instant [W], …`): ignored. */
@@ -146,20 +198,23 @@ export function parseLine(line: string, query: SmiQuery): SmiLine {
   if (/^index\s*(,|$)/.test(text)) return { kind: "header" };
   if (!/^\d/.test(text)) return { kind: "message", text: text.slice(0, MAX_TEXT) };
   const cells = text.split(",");
+  // The power cells, then the timestamp; a row without the timestamp is accepted too.
   const want = query === "instant" ? 3 : 2;
   const first = (cells[0] ?? "").trim();
   const index = INDEX.test(first) ? Number(first) : null;
-  if (cells.length !== want || index === null)
+  if ((cells.length !== want && cells.length !== want + 1) || index === null)
     return { kind: "malformed", index, text: text.slice(0, MAX_TEXT) };
+  const stamp = cells.length === want + 1 ? parseStamp(cells[want] as string) : null;
   if (query === "instant") {
     return {
       kind: "row",
       index,
       instant: parseCell(cells[1] as string),
       average: parseCell(cells[2] as string),
+      stamp,
     };
   }
-  return { kind: "row", index, instant: null, average: parseCell(cells[1] as string) };
+  return { kind: "row", index, instant: null, average: parseCell(cells[1] as string), stamp };
 }
 
 /** Longest line kept; a longer one is not nvidia-smi's output and is dropped as malformed. */

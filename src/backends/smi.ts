@@ -29,14 +29,27 @@
  * with the reason ("a read failed: nvidia-smi printed [GPU is lost]", "nvidia-smi stopped
  * (exited with code 9: NVIDIA-SMI has failed because …)").
  *
- * Timestamps. Each row is stamped with process.hrtime.bigint() when its line arrives (the rows of
- * one iteration are written together). No correction is made for the delay between nvidia-smi's
- * read and the arrival, a few ms of NVML calls, formatting and pipe when the event loop is free:
- * it shifts every sample by about the same amount, which moves a window's energy by (change of
- * power across the window) × delay, well under the trapezoid's own error at the periods nvidia-smi
- * can run. What is corrected is bunching: when the event loop was busy and several iterations
- * arrive in one chunk, iteration j of n is stamped (n − 1 − j) periods before the arrival, so the
- * samples keep their spacing instead of piling up on one instant.
+ * Timestamps. A row is placed at the instant nvidia-smi took the reading, not when this process
+ * got to read it: in a busy server the event loop reads the pipe tens of ms late, and irregularly,
+ * and the power often rises exactly while it is busy (the load that keeps it busy is the GPU's
+ * load), so arrival times would shift the integral where it matters. The query asks for
+ * `timestamp` (nvidia-smi's wall clock at the query, `YYYY/MM/DD HH:MM:SS.mmm`, local time), and
+ * {@link SmiClock} maps it onto CLOCK_MONOTONIC with an offset estimated from the stream itself:
+ * a row's arrival minus its stamp is the clocks' offset plus that row's delay (the pipe, the event
+ * loop) and a row can only arrive late, never early, so the smallest such difference over the
+ * last {@link OFFSET_WINDOW_MS} ms is the offset plus the smallest delay seen (about a ms when the
+ * loop was free at least once). The zone cancels in the difference; a step of the wall clock
+ * (settimeofday, a DST change) forward lowers the differences and is followed at once, one
+ * backward shows as a stamp that goes back or an iteration closer than half a period to the last
+ * one, and restarts the estimate. NTP slewing moves CLOCK_MONOTONIC with the wall clock on Linux,
+ * and elsewhere drifts by well under a ms over the window. The stamp has a ms resolution (a
+ * reading is placed up to 1 ms early), far below the 100 ms periods used.
+ *
+ * A row without a usable timestamp (a replayed capture, `[N/A]`, garbage) falls back: placed on
+ * the period grid after the last row that had one (never after its arrival), or with none, at its
+ * arrival, with bunching corrected: when several iterations arrive in one chunk, iteration j of n
+ * is stamped (n − 1 − j) periods before the arrival, so the samples keep their spacing instead of
+ * piling up on one instant. The times written into a ring never go back.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -89,6 +102,13 @@ export interface SmiCounters {
   exits: number;
   /** Children stopped for printing nothing for too long. */
   stalls: number;
+  /** Rows placed by nvidia-smi's own timestamp, and those placed without one (missing or bad). */
+  stamped: number;
+  unstamped: number;
+  /** Rows whose timestamp did not parse. */
+  badStamps: number;
+  /** Steps of the wall clock seen in the timestamps (the offset estimate restarted). */
+  clockSteps: number;
 }
 
 export interface SmiCardDiagnostics {
@@ -145,6 +165,89 @@ const STARTUP_PERIOD_MS = 250;
 const FIRST_OUTPUT_MS = 15_000;
 /** Bad rows before a card's first reading after which its windows are told why. */
 const BAD_BEFORE_GOOD = 3;
+/** Iterations after the last stamped row for which an unstamped row is placed on its grid. */
+const GRID_ITERATIONS = 5;
+/** The span of rows over which the offset between nvidia-smi's wall clock and CLOCK_MONOTONIC is taken. */
+export const OFFSET_WINDOW_MS = 15_000;
+
+/**
+ * Maps nvidia-smi's timestamps (its wall clock, whole ms) onto CLOCK_MONOTONIC: a reading stamped
+ * `wall` is placed at `wall + min(arrival_i − wall_i)` over the rows that arrived in the last
+ * `windowMs` (see the module's comment). The minimum is kept in a monotone queue (O(1) a row).
+ * The estimate restarts on a step of the wall clock: a stamp earlier than the last one, or an
+ * iteration less than half a period after the previous (nvidia-smi sleeps a period between
+ * queries). A step forward needs no detection: it lowers the differences, and the minimum takes
+ * the new one at once. A step back smaller than half a period goes unseen, and places readings up
+ * to that much early until the rows from before it leave the window.
+ */
+export class SmiClock {
+  private readonly windowNs: bigint;
+  /** Rows in the window whose difference is below every later one's: differences increase. */
+  private arrivals: bigint[] = [];
+  private offsets: bigint[] = [];
+  private first = 0;
+  private lastWallNs: bigint | null = null;
+  private iterationWallNs: bigint | null = null;
+  private fresh = false;
+  /** Steps detected (each restarted the estimate). */
+  steps = 0;
+
+  constructor(windowMs = OFFSET_WINDOW_MS) {
+    this.windowNs = BigInt(Math.round(windowMs * 1e6));
+  }
+
+  /**
+   * The next row is a new child's first: it is not held to the period grid of the last child's
+   * rows, and may be read up to a period before the last of them (the two overlap when the period
+   * changes).
+   */
+  newStream(): void {
+    this.iterationWallNs = null;
+    this.fresh = true;
+  }
+
+  /** The current estimate of CLOCK_MONOTONIC − wall clock (ns), or null before any row. */
+  offsetNs(): bigint | null {
+    return this.first < this.offsets.length ? (this.offsets[this.first] as bigint) : null;
+  }
+
+  /**
+   * The CLOCK_MONOTONIC instant (ns) of a reading stamped `wallMs` ({@link SmiStamp}) whose row
+   * arrived at `arrivalNs`. `startsIteration`: the row is the first of an iteration of the loop,
+   * whose period is `periodNs`. Never later than `arrivalNs`.
+   */
+  map(arrivalNs: bigint, wallMs: number, startsIteration: boolean, periodNs: bigint): bigint {
+    const wallNs = BigInt(wallMs) * 1_000_000n;
+    const back = this.lastWallNs !== null && wallNs < this.lastWallNs - (this.fresh ? periodNs : 0n);
+    const tooSoon =
+      startsIteration && this.iterationWallNs !== null && wallNs - this.iterationWallNs < periodNs / 2n;
+    this.fresh = false;
+    if (back || tooSoon) {
+      this.steps += 1;
+      this.arrivals = [];
+      this.offsets = [];
+      this.first = 0;
+    }
+    this.lastWallNs = wallNs;
+    if (startsIteration || this.iterationWallNs === null) this.iterationWallNs = wallNs;
+
+    const offset = arrivalNs - wallNs;
+    while (this.offsets.length > this.first && (this.offsets[this.offsets.length - 1] as bigint) >= offset) {
+      this.offsets.pop();
+      this.arrivals.pop();
+    }
+    this.offsets.push(offset);
+    this.arrivals.push(arrivalNs);
+    const oldest = arrivalNs - this.windowNs;
+    while ((this.arrivals[this.first] as bigint) < oldest) this.first += 1;
+    if (this.first > 256 && this.first * 2 > this.offsets.length) {
+      this.offsets = this.offsets.slice(this.first);
+      this.arrivals = this.arrivals.slice(this.first);
+      this.first = 0;
+    }
+    return wallNs + (this.offsets[this.first] as bigint);
+  }
+}
 
 /**
  * The watchdog: runs nvidia-smi in the background and stops it as soon as its own stdin (a pipe
@@ -176,6 +279,10 @@ interface Child {
   lastOutputAt: number;
   /** Index of the last row seen (-1: none), to tell iterations apart. */
   lastIndex: number;
+  /** Iterations of the loop seen before the current one. */
+  iteration: number;
+  /** The iteration and time of the last row placed by its timestamp, or null. */
+  lastStamped: { iteration: number; t: bigint } | null;
   rows: number;
   /** The first line of text that was not a row (the tool's own message). */
   message: string | null;
@@ -223,6 +330,10 @@ function zeroCounters(): SmiCounters {
     starts: 0,
     exits: 0,
     stalls: 0,
+    stamped: 0,
+    unstamped: 0,
+    badStamps: 0,
+    clockSteps: 0,
   };
 }
 
@@ -260,6 +371,7 @@ export class SmiSampler {
   private lastStop: string | null = null;
   private lastPath: string | null = null;
   private lastStamp = 0n;
+  private readonly wall = new SmiClock();
   private pendingDelayMs = 0;
   private exitHook: (() => void) | null = null;
   readonly counters: SmiCounters = zeroCounters();
@@ -412,6 +524,8 @@ export class SmiSampler {
       role,
       lastOutputAt: now,
       lastIndex: -1,
+      iteration: 0,
+      lastStamped: null,
       rows: 0,
       message: null,
       stderr: "",
@@ -520,16 +634,18 @@ export class SmiSampler {
     }
     const parsed: SmiLine[] = lines.map((l) => parseLine(l, child.query));
 
-    // Which iteration of this chunk each row belongs to: a new one starts when the index does not
+    // Which iteration of the loop each row belongs to: a new one starts when the index does not
     // increase (nvidia-smi prints the cards in index order).
-    const iteration: number[] = new Array(parsed.length).fill(0);
-    let iter = 0;
+    const iteration: number[] = new Array(parsed.length).fill(child.iteration);
+    const starts: boolean[] = new Array(parsed.length).fill(false);
     for (let i = 0; i < parsed.length; i++) {
       const line = parsed[i] as SmiLine;
       const index = line.kind === "row" ? line.index : line.kind === "malformed" ? line.index : null;
       if (index === null) continue;
-      if (child.lastIndex >= 0 && index <= child.lastIndex) {
-        iter += 1;
+      if (child.lastIndex < 0) starts[i] = true;
+      else if (index <= child.lastIndex) {
+        child.iteration += 1;
+        starts[i] = true;
         if (child.listed === null) {
           child.listed = new Set(child.seen);
           this.checkListed(child);
@@ -537,7 +653,7 @@ export class SmiSampler {
       }
       child.seen.add(index);
       child.lastIndex = index;
-      iteration[i] = iter;
+      iteration[i] = child.iteration;
     }
     if (child.role === "next" && parsed.some((l) => l.kind === "row")) this.promote(child);
     const periodNs = BigInt(child.periodMs) * 1_000_000n;
@@ -563,13 +679,8 @@ export class SmiSampler {
           this.counters.malformed += 1;
           const card = line.index === null ? undefined : this.cards.get(line.index);
           if (card !== undefined) {
-            this.bad(
-              card,
-              this.stamp(arrival, iter - (iteration[i] ?? 0), periodNs),
-              SMI_ERROR.MALFORMED,
-              line.text,
-              false,
-            );
+            const t = this.unstamped(child, arrival, iteration[i] ?? child.iteration, periodNs);
+            this.bad(card, t, SMI_ERROR.MALFORMED, line.text, false);
           }
           break;
         }
@@ -578,7 +689,14 @@ export class SmiSampler {
           child.rows += 1;
           const card = this.cards.get(line.index);
           if (card === undefined) break;
-          const t = this.stamp(arrival, iter - (iteration[i] ?? 0), periodNs);
+          const t = this.rowTime(
+            child,
+            line,
+            arrival,
+            iteration[i] ?? child.iteration,
+            starts[i] === true,
+            periodNs,
+          );
           if (child.query === "averaged") card.power = "averaged";
           else card.power ??= choosePower(line);
           const cell = card.power === "averaged" ? line.average : (line.instant ?? line.average);
@@ -590,9 +708,56 @@ export class SmiSampler {
     }
   }
 
+  /** The instant of a card's row: nvidia-smi's timestamp where it has a good one, else a fallback. */
+  private rowTime(
+    child: Child,
+    line: Extract<SmiLine, { kind: "row" }>,
+    arrival: bigint,
+    iteration: number,
+    starts: boolean,
+    periodNs: bigint,
+  ): bigint {
+    const stamp = line.stamp;
+    if (stamp === null || !stamp.ok) {
+      if (stamp !== null) this.counters.badStamps += 1;
+      return this.unstamped(child, arrival, iteration, periodNs);
+    }
+    if (child.lastStamped === null) this.wall.newStream();
+    const steps = this.wall.steps;
+    const t = this.wall.map(arrival, stamp.wallMs, starts, periodNs);
+    if (this.wall.steps !== steps) {
+      this.counters.clockSteps += 1;
+      debug("smi: the wall clock stepped; offset estimate restarted");
+    }
+    this.counters.stamped += 1;
+    child.lastStamped = { iteration, t };
+    return this.monotone(t);
+  }
+
+  /**
+   * The instant of a row without a usable timestamp: on the period grid after the child's last
+   * stamped row (not after the arrival), or, with none, `back` periods before the arrival, `back`
+   * being the iterations after it in the same chunk.
+   */
+  private unstamped(child: Child, arrival: bigint, iteration: number, periodNs: bigint): bigint {
+    this.counters.unstamped += 1;
+    const last = child.lastStamped;
+    // The grid holds for a few iterations only: nvidia-smi sleeps a period after each query, so
+    // its iterations are a little longer than the period and the grid falls behind.
+    if (last !== null && iteration - last.iteration <= GRID_ITERATIONS) {
+      const t = last.t + BigInt(iteration - last.iteration) * periodNs;
+      return this.monotone(t < arrival ? t : arrival);
+    }
+    return this.stamp(arrival, child.iteration - iteration, periodNs);
+  }
+
   /** The instant of a row `back` iterations before the last one of a chunk that arrived at `arrival`. */
   private stamp(arrival: bigint, back: number, periodNs: bigint): bigint {
-    let t = arrival - BigInt(back) * periodNs;
+    return this.monotone(arrival - BigInt(back) * periodNs);
+  }
+
+  /** `t`, or the last time written if that is later: a ring's times never go back. */
+  private monotone(t: bigint): bigint {
     if (t < this.lastStamp) t = this.lastStamp;
     this.lastStamp = t;
     return t;

@@ -641,13 +641,15 @@ int main(int argc, char** argv) {
   print_header();
   fflush(stdout);
   for (long iter = 0;; iter++) {
-    char stamp[64];
-    timestamp_now(stamp, sizeof stamp);
     char driver[96] = "[N/A]";
     if (nv.driver) {
       ret_t dr = nv.driver(driver, sizeof driver);
       if (dr) snprintf(driver, sizeof driver, "%s", token(dr));
     }
+    /* The query time: the wall clock (truncated to the ms) right before the devices are read, one
+     * stamp for the iteration's rows. giul maps it onto CLOCK_MONOTONIC to place the readings. */
+    char stamp[64];
+    timestamp_now(stamp, sizeof stamp);
     for (int k = 0; k < nwhich; k++) {
       if (kind == F_GPU)
         gpu_row(which[k], stamp, driver);
