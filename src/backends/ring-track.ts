@@ -127,8 +127,6 @@ class RingEdge implements Edge {
   reason: string | null = null;
   kA = 0;
   kB = 0;
-  tA = 0;
-  tB = 0;
   vA = 0;
   vB = 0;
   value = 0;
@@ -143,6 +141,11 @@ class RingEdge implements Edge {
     this.t = Number(tNs - ring.epochNs);
     this.hint = ring.head();
     this.deadline = deadline;
+  }
+
+  /** Largest error the interpolation can make: the edge's true value lies between vA and vB (mJ). */
+  interpErrMj(): number {
+    return Math.max(this.value - this.vA, this.vB - this.value);
   }
 }
 
@@ -322,9 +325,7 @@ export class RingTrack implements Track {
       if (s.powerMw > pMax) pMax = s.powerMw;
     }
     const samples = Math.max(0, to.kA - from.kB + 1);
-    const edgeErrMj =
-      Math.max(from.value - from.vA, from.vB - from.value) + Math.max(to.value - to.vA, to.vB - to.value);
-    let uncertaintyMj = edgeErrMj;
+    let uncertaintyMj = from.interpErrMj() + to.interpErrMj();
     let caveat: string | null = null;
     if (this.source.column === "energy") {
       // The counter's value is as of its last update, up to one step before the read: the two
@@ -403,7 +404,7 @@ export class RingTrack implements Track {
       tNs: edge.tNs,
       valueMj: edge.value,
       powerMw: edge.powerMw,
-      interpErrMj: Math.max(edge.value - edge.vA, edge.vB - edge.value),
+      interpErrMj: edge.interpErrMj(),
       readNs: edge.readNs,
       kA: edge.kA,
       faultsA,
@@ -475,8 +476,6 @@ export class RingTrack implements Track {
     }
     e.kA = k - 1;
     e.kB = k;
-    e.tA = s.t;
-    e.tB = tB;
     e.vA = vA;
     e.vB = vB;
     e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
