@@ -21,47 +21,10 @@
 #include <string.h>
 #include <time.h>
 
-typedef int ret_t;
-typedef void* dev_t_;
-
-typedef struct {
-  unsigned int pid;
-  unsigned long long used;
-} proc1_t;
-typedef struct {
-  unsigned int pid;
-  unsigned long long used;
-  unsigned int gi, ci;
-} proc2_t;
-typedef struct {
-  unsigned long long total, free, used;
-} mem1_t;
-typedef struct {
-  unsigned int version;
-  unsigned long long total, reserved, free, used;
-} mem2_t;
-typedef struct {
-  unsigned int gpu, memory;
-} util_t;
-typedef union {
-  double d;
-  int si;
-  unsigned int ui;
-  unsigned long ul;
-  unsigned long long ull;
-  long long sll;
-  unsigned short us;
-} value_t;
-typedef struct {
-  unsigned int fieldId, scopeId;
-  long long timestamp, latencyUsec;
-  int valueType;
-  ret_t ret;
-  value_t value;
-} field_t;
+#include "../nvml_client.h"
 
 static void* lib;
-static dev_t_ dev;
+static nvml_device_t dev;
 
 static long long now_ns(void) {
   struct timespec ts;
@@ -109,7 +72,7 @@ static int missing(const char* op, int iter, const char* name) {
   head(op, iter, t_, t1_, r_)
 
 static int procs(const char* op, int iter, const char* name, size_t size) {
-  typedef ret_t (*fn)(dev_t_, unsigned int*, void*);
+  typedef ret_t (*fn)(nvml_device_t, unsigned int*, void*);
   fn f = (fn)sym(name);
   if (!f) return missing(op, iter, name);
   unsigned int n = 0;
@@ -149,17 +112,18 @@ static int procs(const char* op, int iter, const char* name, size_t size) {
 static int run_op(const char* op, int iter) {
   if (!strcmp(op, "energy")) {
     unsigned long long e = 0;
-    CALL(ret_t(*)(dev_t_, unsigned long long*), "nvmlDeviceGetTotalEnergyConsumption", dev, &e);
+    CALL(ret_t(*)(nvml_device_t, unsigned long long*), "nvmlDeviceGetTotalEnergyConsumption", dev,
+         &e);
     printf(",\"value\":\"%llu\"}\n", e);
   } else if (!strcmp(op, "power")) {
     unsigned int p = 0;
-    CALL(ret_t(*)(dev_t_, unsigned int*), "nvmlDeviceGetPowerUsage", dev, &p);
+    CALL(ret_t(*)(nvml_device_t, unsigned int*), "nvmlDeviceGetPowerUsage", dev, &p);
     printf(",\"value\":%u}\n", p);
   } else if (!strcmp(op, "limit") || !strcmp(op, "enforced")) {
     unsigned int p = 0;
     const char* name =
         op[0] == 'l' ? "nvmlDeviceGetPowerManagementLimit" : "nvmlDeviceGetEnforcedPowerLimit";
-    CALL(ret_t(*)(dev_t_, unsigned int*), name, dev, &p);
+    CALL(ret_t(*)(nvml_device_t, unsigned int*), name, dev, &p);
     printf(",\"value\":%u}\n", p);
   } else if (!strncmp(op, "fields:", 7)) {
     field_t v[32];
@@ -172,7 +136,7 @@ static int run_op(const char* op, int iter) {
       n++;
     }
     free(list);
-    CALL(ret_t(*)(dev_t_, int, field_t*), "nvmlDeviceGetFieldValues", dev, n, v);
+    CALL(ret_t(*)(nvml_device_t, int, field_t*), "nvmlDeviceGetFieldValues", dev, n, v);
     printf(",\"values\":[");
     for (int i = 0; i < n; i++) {
       printf("%s{\"field\":%u,\"ret\":%d,\"type\":%d,\"value\":", i ? "," : "", v[i].fieldId,
@@ -188,18 +152,18 @@ static int run_op(const char* op, int iter) {
     printf("]}\n");
   } else if (!strcmp(op, "mem")) {
     mem1_t m = {0, 0, 0};
-    CALL(ret_t(*)(dev_t_, mem1_t*), "nvmlDeviceGetMemoryInfo", dev, &m);
+    CALL(ret_t(*)(nvml_device_t, mem1_t*), "nvmlDeviceGetMemoryInfo", dev, &m);
     printf(",\"total\":\"%llu\",\"free\":\"%llu\",\"used\":\"%llu\"}\n", m.total, m.free, m.used);
   } else if (!strncmp(op, "mem2", 4)) {
     mem2_t m;
     memset(&m, 0, sizeof m);
     m.version = op[4] == ':' ? (unsigned int)strtoul(op + 5, NULL, 0) : 0x02000028u;
-    CALL(ret_t(*)(dev_t_, mem2_t*), "nvmlDeviceGetMemoryInfo_v2", dev, &m);
+    CALL(ret_t(*)(nvml_device_t, mem2_t*), "nvmlDeviceGetMemoryInfo_v2", dev, &m);
     printf(",\"total\":\"%llu\",\"reserved\":\"%llu\",\"free\":\"%llu\",\"used\":\"%llu\"}\n",
            m.total, m.reserved, m.free, m.used);
   } else if (!strcmp(op, "util")) {
     util_t u = {0, 0};
-    CALL(ret_t(*)(dev_t_, util_t*), "nvmlDeviceGetUtilizationRates", dev, &u);
+    CALL(ret_t(*)(nvml_device_t, util_t*), "nvmlDeviceGetUtilizationRates", dev, &u);
     printf(",\"gpu\":%u,\"memory\":%u}\n", u.gpu, u.memory);
   } else if (!strcmp(op, "procs1")) {
     return procs(op, iter, "nvmlDeviceGetComputeRunningProcesses", sizeof(proc1_t));
@@ -217,7 +181,7 @@ static int run_op(const char* op, int iter) {
     printf("}\n");
   } else if (!strcmp(op, "name") || !strcmp(op, "uuid")) {
     char buf[96] = "";
-    CALL(ret_t(*)(dev_t_, char*, unsigned int),
+    CALL(ret_t(*)(nvml_device_t, char*, unsigned int),
          op[0] == 'n' ? "nvmlDeviceGetName" : "nvmlDeviceGetUUID", dev, buf, sizeof buf);
     printf(",\"value\":");
     json_str(buf);
@@ -231,7 +195,7 @@ static int run_op(const char* op, int iter) {
     printf("}\n");
   } else if (!strcmp(op, "index")) {
     unsigned int i = 0;
-    CALL(ret_t(*)(dev_t_, unsigned int*), "nvmlDeviceGetIndex", dev, &i);
+    CALL(ret_t(*)(nvml_device_t, unsigned int*), "nvmlDeviceGetIndex", dev, &i);
     printf(",\"value\":%u}\n", i);
   } else if (!strcmp(op, "count") || !strcmp(op, "count1")) {
     unsigned int c = 0;
@@ -319,7 +283,7 @@ int main(int argc, char** argv) {
     printf("}\n");
     const char* hname = sym("nvmlDeviceGetHandleByIndex_v2") ? "nvmlDeviceGetHandleByIndex_v2"
                                                              : "nvmlDeviceGetHandleByIndex";
-    ret_t (*h)(unsigned int, dev_t_*) = (ret_t(*)(unsigned int, dev_t_*))sym(hname);
+    ret_t (*h)(unsigned int, nvml_device_t*) = (ret_t(*)(unsigned int, nvml_device_t*))sym(hname);
     if (h) {
       long long t = now_ns();
       ret_t r = h(index, &dev);

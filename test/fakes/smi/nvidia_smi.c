@@ -23,59 +23,27 @@
 #include <sys/time.h>
 #include <time.h>
 
-typedef int ret_t;
-typedef void* device_t;
-
-typedef struct {
-  unsigned int pid;
-  unsigned long long used;
-} proc1_t;
-typedef struct {
-  unsigned int pid;
-  unsigned long long used;
-  unsigned int gi, ci;
-} proc2_t;
-typedef struct {
-  unsigned long long total, free, used;
-} mem1_t;
-typedef struct {
-  unsigned int version;
-  unsigned long long total, reserved, free, used;
-} mem2_t;
-typedef struct {
-  unsigned int gpu, memory;
-} util_t;
-typedef struct {
-  unsigned int fieldId, scopeId;
-  long long timestamp, latencyUsec;
-  int valueType;
-  ret_t ret;
-  union {
-    double d;
-    unsigned int ui;
-    unsigned long long ull;
-  } value;
-} field_t;
+#include "../nvml_client.h"
 
 static void* lib;
 
 static struct {
   ret_t (*init)(void);
   ret_t (*count)(unsigned int*);
-  ret_t (*handle)(unsigned int, device_t*);
-  ret_t (*name)(device_t, char*, unsigned int);
-  ret_t (*uuid)(device_t, char*, unsigned int);
-  ret_t (*power)(device_t, unsigned int*);
-  ret_t (*fields)(device_t, int, field_t*);
-  ret_t (*mem1)(device_t, mem1_t*);
-  ret_t (*mem2)(device_t, mem2_t*);
-  ret_t (*util)(device_t, util_t*);
-  ret_t (*procs)(device_t, unsigned int*, void*);
+  ret_t (*handle)(unsigned int, nvml_device_t*);
+  ret_t (*name)(nvml_device_t, char*, unsigned int);
+  ret_t (*uuid)(nvml_device_t, char*, unsigned int);
+  ret_t (*power)(nvml_device_t, unsigned int*);
+  ret_t (*fields)(nvml_device_t, int, field_t*);
+  ret_t (*mem1)(nvml_device_t, mem1_t*);
+  ret_t (*mem2)(nvml_device_t, mem2_t*);
+  ret_t (*util)(nvml_device_t, util_t*);
+  ret_t (*procs)(nvml_device_t, unsigned int*, void*);
   size_t proc_size;
   ret_t (*pname)(unsigned int, char*, unsigned int);
   ret_t (*driver)(char*, unsigned int);
-  ret_t (*limit)(device_t, unsigned int*);
-  ret_t (*enforced)(device_t, unsigned int*);
+  ret_t (*limit)(nvml_device_t, unsigned int*);
+  ret_t (*enforced)(nvml_device_t, unsigned int*);
   const char* (*errstr)(ret_t);
 } nv;
 
@@ -213,7 +181,7 @@ typedef struct {
   unsigned long long total, reserved, used, free;
 } mem_t;
 
-static void read_mem(device_t d, mem_t* m) {
+static void read_mem(nvml_device_t d, mem_t* m) {
   if (m->have_mem) return;
   m->have_mem = 1;
   if (nv.mem2) {
@@ -237,7 +205,7 @@ static void read_mem(device_t d, mem_t* m) {
   }
 }
 
-static void power_field(device_t d, unsigned int id, cell_t* c) {
+static void power_field(nvml_device_t d, unsigned int id, cell_t* c) {
   if (!nv.fields) {
     cell_text(c, "[N/A]");
     return;
@@ -259,7 +227,7 @@ static void power_field(device_t d, unsigned int id, cell_t* c) {
 
 static void gpu_row(unsigned int index, const char* stamp, const char* driver) {
   cell_t cells[MAX_FIELDS];
-  device_t d = NULL;
+  nvml_device_t d = NULL;
   ret_t hr = nv.handle(index, &d);
   mem_t m;
   memset(&m, 0, sizeof m);
@@ -283,7 +251,7 @@ static void gpu_row(unsigned int index, const char* stamp, const char* driver) {
       cell_text(c, r ? token(r) : buf);
     } else if (!strcmp(n, "power.draw") || !strcmp(n, "power.limit") ||
                !strcmp(n, "enforced.power.limit")) {
-      ret_t (*f)(device_t, unsigned int*) =
+      ret_t (*f)(nvml_device_t, unsigned int*) =
           n[0] == 'e' ? nv.enforced : (n[6] == 'd' ? nv.power : nv.limit);
       unsigned int mw = 0;
       ret_t r = f ? f(d, &mw) : 13;
@@ -323,7 +291,7 @@ static void gpu_row(unsigned int index, const char* stamp, const char* driver) {
 }
 
 static void apps_rows(unsigned int index, const char* stamp) {
-  device_t d = NULL;
+  nvml_device_t d = NULL;
   if (nv.handle(index, &d) || !nv.procs) return;
   unsigned int n = 0;
   ret_t r = nv.procs(d, &n, NULL);
@@ -627,7 +595,7 @@ int main(int argc, char** argv) {
 
   if (list) {
     for (int k = 0; k < nwhich; k++) {
-      device_t d = NULL;
+      nvml_device_t d = NULL;
       char name[96] = "", uuid[96] = "";
       if (nv.handle(which[k], &d) == 0) {
         nv.name(d, name, sizeof name);
