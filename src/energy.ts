@@ -62,25 +62,12 @@ export interface EnergyRecord {
   max_gap_ms: number | null;
 }
 
-/** Every field of an {@link Energy}, all present (one shape, so building records stays cheap). */
-export interface EnergyFields {
-  readonly joules: number | null;
-  readonly method: Method;
-  readonly backend: BackendName;
-  readonly seconds: number;
-  readonly idleW: number;
-  readonly tokens: number | null;
-  /** Frozen by the caller (charge() does). */
-  readonly stages: Readonly<Record<string, Energy>>;
-  /** Frozen by the caller (charge() does). */
-  readonly contendedBy: readonly ContendingProcess[];
-  readonly contentionChecked: boolean | null;
-  readonly reason: string | null;
-  readonly measuredJoules: number | null;
-  readonly uncertaintyJoules: number | null;
-  readonly samples: number | null;
-  readonly maxGapMs: number | null;
-}
+/**
+ * Every stored field of an {@link Energy}, all present (one shape, so building records stays
+ * cheap). `stages` and `contendedBy` are frozen by the caller (charge() does); `contended` is
+ * derived from `contendedBy`.
+ */
+export type EnergyFields = Omit<Energy, "contended" | "joulesPer1kTokens" | "toJSON">;
 
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 const NO_PROCESSES: readonly ContendingProcess[] = Object.freeze([]);
