@@ -1,5 +1,5 @@
-import type { CardReader, ProcessInfo, ProcessRead } from "./backends/card.js";
-import type { ContendingProcess } from "./energy.js";
+import type { CardReader } from "./backends/card.js";
+import type { ContendingProcess, ProcessInfo, ProcessRead } from "./measurement.js";
 import type { ResolvedNode } from "./node.js";
 
 /** A process-list read that has not answered in this long counts as failed (ms). */

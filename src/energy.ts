@@ -1,31 +1,7 @@
-import type { BackendName } from "./backends/types.js";
+import type { BackendName, ContendingProcess, SpanMeasurement } from "./measurement.js";
 
 /** How a figure was obtained: measured, estimated from a hint, or not known at all. */
 export type Method = "sampled" | "estimated" | "unknown";
-
-/** A resident process that was not ours at a window's edge. */
-export interface ContendingProcess {
-  readonly pid: number;
-  readonly name: string | null;
-  readonly usedMib: number | null;
-}
-
-/** What a backend measured over one span (a window or a stage), before any rule is applied. */
-export type SpanMeasurement =
-  | {
-      readonly ok: true;
-      /** Energy drawn by the whole card over the span, idle included (J). */
-      readonly grossJoules: number;
-      /** Samples strictly inside the span. */
-      readonly samples: number;
-      /** Largest interval between consecutive samples covering the span (ms). */
-      readonly maxGapMs: number;
-      /** Bound on the error the edges and the counter's step can introduce (J). */
-      readonly uncertaintyJoules: number;
-      /** A caveat about the source (averaged power, say), or null. */
-      readonly caveat: string | null;
-    }
-  | { readonly ok: false; readonly reason: string };
 
 /** What the rules need besides the measurement. */
 export interface ChargeContext {

@@ -7,9 +7,10 @@ import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../binding.js";
 import { querySmiOnce, type SmiProbe } from "./backends/smi-parse.js";
-import { type BackendName, chooseLocalBackend, type LocalCapabilities } from "./backends/types.js";
+import { chooseLocalBackend, type LocalCapabilities } from "./backends/types.js";
 import { type BindingLoad, loadBinding } from "./binding.js";
 import { debug } from "./debug.js";
+import type { BackendName } from "./measurement.js";
 
 export interface AddonStatus {
   /** The addon loaded and has the expected exports. */

@@ -3,11 +3,11 @@
  * GPU's own counter where it has one, labelled with how they were obtained.
  */
 
-export type { BackendName } from "./backends/types.js";
-export type { ContendingProcess, EnergyRecord, Method } from "./energy.js";
+export type { EnergyRecord, Method } from "./energy.js";
 export { Energy } from "./energy.js";
 export type { GiulErrorCode } from "./errors.js";
 export { GiulError, isGiulError } from "./errors.js";
+export type { BackendName, ContendingProcess } from "./measurement.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter.js";
 export { Meter } from "./meter.js";
 export type { Node, ResolvedNode } from "./node.js";

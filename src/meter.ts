@@ -1,11 +1,9 @@
-import type { ProcessRead } from "./backends/card.js";
 import type { Edge, Track } from "./backends/track.js";
-import type { BackendName } from "./backends/types.js";
 import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
-import type { ContendingProcess } from "./energy.js";
-import { charge, type Energy, type SpanMeasurement } from "./energy.js";
+import { charge, type Energy } from "./energy.js";
 import { GiulError } from "./errors.js";
+import type { BackendName, ContendingProcess, ProcessRead, SpanMeasurement } from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { forcedBackend, knownForcedFailure, type Selection, select } from "./select.js";
 
@@ -200,7 +198,8 @@ export class Meter {
       if (track !== null) {
         track.retain(this.periodMs);
         this.track = track;
-        this.notReady = await track.ready();
+        const ready = await track.ready();
+        this.notReady = ready.ok ? null : ready.reason;
       }
     } catch (error) {
       // select() and ready() never reject; this is belt and braces for the caller's sake.

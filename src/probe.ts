@@ -1,6 +1,6 @@
-import type { CardState } from "./backends/card.js";
 import { debug } from "./debug.js";
 import { GiulError } from "./errors.js";
+import { type CardState, type Failure, fail, type Result } from "./measurement.js";
 import { type Node, resolveNode } from "./node.js";
 import { forcedBackend, select } from "./select.js";
 
@@ -41,21 +41,23 @@ export async function probeNode(node: Node, options: ProbeOptions = {}): Promise
   }
   const forced = forcedBackend();
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<string>((resolve) => {
-    timer = setTimeout(() => resolve(`no answer within ${timeoutMs} ms`), timeoutMs);
+  const timeout = new Promise<Failure>((resolve) => {
+    timer = setTimeout(() => resolve(fail(`no answer within ${timeoutMs} ms`)), timeoutMs);
   });
   try {
-    const read = (async (): Promise<CardState | string> => {
+    const read = (async (): Promise<Result<CardState>> => {
       const selection = await select(resolved, forced);
       const reader = selection.reader ?? null;
-      if (reader === null) return selection.reason ?? `the ${selection.backend} backend cannot read the card`;
+      if (reader === null)
+        return fail(selection.reason ?? `the ${selection.backend} backend cannot read the card`);
       return reader.readState();
     })();
-    const state = await Promise.race([read, timeout]);
-    if (typeof state === "string") {
-      debug("probeNode %s: %s", resolved.name, state);
+    const got = await Promise.race([read, timeout]);
+    if (!got.ok) {
+      debug("probeNode %s: %s", resolved.name, got.reason);
       return null;
     }
+    const state = got.value;
     return Object.freeze({
       memoryFreeMib: state.memoryFreeMib,
       memoryUsedMib: state.memoryUsedMib,

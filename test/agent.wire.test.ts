@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parsePower } from "../src/agent/wire.js";
+import { parsePower } from "../src/wire.js";
 
 // The client side of /power, as the remote backend reads either agent (this one or Python's).
 
@@ -13,46 +13,59 @@ const python02 = {
   compute_apps: [{ pid: 4242, used_mib: 19000, name: "VLLM::EngineCore" }],
 };
 
+/** Why parsePower refused a body (undefined when it accepted it). */
+function reasonOf(body: unknown): string | undefined {
+  const r = parsePower(body);
+  return r.ok ? undefined : r.reason;
+}
+
 describe("parsePower", () => {
   it("reads a giul 0.2 agent's /power, field for field", () => {
     expect(parsePower(python02)).toEqual({
-      watts: 212.5,
-      name: "NVIDIA H100 80GB HBM3",
-      memoryUsedMib: 20000,
-      memoryTotalMib: 81559,
-      memoryFreeMib: 61559,
-      utilizationPct: 87,
-      computeApps: [{ pid: 4242, usedMib: 19000, name: "VLLM::EngineCore" }],
-      exact: false,
+      ok: true,
+      value: {
+        watts: 212.5,
+        name: "NVIDIA H100 80GB HBM3",
+        memoryUsedMib: 20000,
+        memoryTotalMib: 81559,
+        memoryFreeMib: 61559,
+        utilizationPct: 87,
+        computeApps: [{ pid: 4242, usedMib: 19000, name: "VLLM::EngineCore" }],
+        exact: false,
+      },
     });
   });
 
   it("meters an older agent that sends fewer fields: what is absent is null, never 0", () => {
     const r = parsePower({ watts: 75.25, name: "Tesla T4" });
     expect(r).toEqual({
-      watts: 75.25,
-      name: "Tesla T4",
-      memoryUsedMib: null,
-      memoryTotalMib: null,
-      memoryFreeMib: null,
-      utilizationPct: null,
-      computeApps: null,
-      exact: false,
+      ok: true,
+      value: {
+        watts: 75.25,
+        name: "Tesla T4",
+        memoryUsedMib: null,
+        memoryTotalMib: null,
+        memoryFreeMib: null,
+        utilizationPct: null,
+        computeApps: null,
+        exact: false,
+      },
     });
   });
 
   it("refuses a body without watts, or with a field of the wrong type, naming it", () => {
-    expect(parsePower({ name: "x" })).toBe("the field watts is missing");
-    expect(parsePower({ ...python02, watts: "212" })).toBe("watts is not a number or null");
-    expect(parsePower({ ...python02, memory_free_mib: "lots" })).toBe(
+    expect(reasonOf({ name: "x" })).toBe("the field watts is missing");
+    expect(reasonOf({ ...python02, watts: "212" })).toBe("watts is not a number or null");
+    expect(reasonOf({ ...python02, memory_free_mib: "lots" })).toBe(
       "memory_free_mib is not a number or null",
     );
-    expect(parsePower({ ...python02, compute_apps: [{ used_mib: 3 }] })).toMatch(/without a pid/);
-    expect(parsePower([1, 2])).toBe("the body is not a JSON object");
+    expect(reasonOf({ ...python02, compute_apps: [{ used_mib: 3 }] })).toMatch(/without a pid/);
+    expect(reasonOf([1, 2])).toBe("the body is not a JSON object");
   });
 
   it("tells this agent (cumulative energy) from Python's", () => {
     const ours = { ...python02, agent: "giul-node/0.1.0", energy_j: 12.5, monotonic_ns: "123" };
-    expect((parsePower(ours) as { exact: boolean }).exact).toBe(true);
+    const r = parsePower(ours);
+    expect(r.ok && r.value.exact).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { CardReader, ProcessRead } from "../src/backends/card.js";
+import type { CardReader } from "../src/backends/card.js";
 import { classify, isIgnored, matchesServing, ProcessWatcher, tenantsOf } from "../src/contention.js";
+import type { ProcessRead } from "../src/measurement.js";
 import { resolveNode } from "../src/node.js";
 
 const shared = resolveNode({
@@ -71,7 +72,7 @@ describe("ProcessWatcher coalesces reads", () => {
         await new Promise((r) => setTimeout(r, delayMs));
         return { ok: true, tNs, processes: [{ pid: reads.length, name: "x", usedMib: 1 }] };
       },
-      readState: async () => "unused",
+      readState: async () => ({ ok: false, reason: "unused" }),
     };
     return { reader, reads };
   }
@@ -114,7 +115,7 @@ describe("ProcessWatcher coalesces reads", () => {
         calls += 1;
         return new Promise<ProcessRead>(() => {});
       },
-      readState: async () => "unused",
+      readState: async () => ({ ok: false, reason: "unused" }),
     };
     const w = new ProcessWatcher(stuck, 20, 150);
     const t0 = performance.now();
@@ -135,7 +136,7 @@ describe("ProcessWatcher coalesces reads", () => {
       readProcesses: () => {
         throw new Error("boom");
       },
-      readState: async () => "unused",
+      readState: async () => ({ ok: false, reason: "unused" }),
     };
     const snap = await new ProcessWatcher(throwing, 20, 150).after(process.hrtime.bigint());
     expect(snap.ok).toBe(false);

@@ -190,9 +190,10 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
   });
 
   it("reads memory and processes through the agent for contention and probeNode", async () => {
-    const state = await agentCardReader(agentUrl).readState();
-    expect(typeof state).not.toBe("string");
-    if (typeof state === "string") return;
+    const read = await agentCardReader(agentUrl).readState();
+    expect(read.ok).toBe(true);
+    if (!read.ok) return;
+    const state = read.value;
     expect(state.memoryTotalMib).toBe(81559);
     expect(state.memoryFreeMib).toBe(81559 - 3000);
     expect(state.utilizationPct).toBe(55);
@@ -256,7 +257,7 @@ describe.runIf(ready)("remote_agent against a Python giul 0.2 agent (/power only
     const procs = await reader.readProcesses();
     expect(procs.ok && procs.processes).toEqual([{ pid: 4242, usedMib: 1024, name: "python3" }]);
     const state = await reader.readState();
-    expect(typeof state !== "string" && state.memoryFreeMib).toBe(80535);
+    expect(state.ok && state.value.memoryFreeMib).toBe(80535);
   });
 });
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { JsRing } from "../src/backends/js-ring.js";
 import { type RingSource, RingTrack } from "../src/backends/ring-track.js";
+import { ok } from "../src/measurement.js";
 
 // The window arithmetic shared by every sampling backend, driven by a synthetic card whose power
 // is known exactly: P(t) = 100 W before 0.5 s, 400 W from 0.5 s to 1.2 s, then 250 W.
@@ -48,7 +49,7 @@ function card(options: {
   const source: RingSource = {
     column: options.column,
     averagedPower: false,
-    open: () => ring,
+    open: () => ok(ring),
     setPeriod: () => {},
     close: () => {},
     describeError: (code) => `error ${code}`,

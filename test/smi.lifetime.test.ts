@@ -78,7 +78,8 @@ const path = process.env.SMI_PATH;
 const sampler = new SmiSampler({ path });
 const track = smiTrack(0, sampler);
 track.retain(Number(period));
-const why = await track.ready();
+const ready = await track.ready();
+const why = ready.ok ? null : ready.reason;
 const smi = [];
 for (const name of readdirSync("/proc")) {
   try {

@@ -17,9 +17,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { SmiSampler, smiTrack } from "../src/backends/smi.js";
-import type { Edge } from "../src/backends/track.js";
+import type { Edge, Track } from "../src/backends/track.js";
+import { OK } from "../src/measurement.js";
 import { FAKE_NVML, FAKE_SMI_BIN } from "./fakes/paths.js";
 import { type ScenarioSpec, withScenario } from "./fakes/scenario.js";
+
+/** Why a track cannot take edges (undefined when it can). */
+async function reasonOf(track: Track): Promise<string | undefined> {
+  const ready = await track.ready();
+  return ready.ok ? undefined : ready.reason;
+}
 
 const FAKE_SMI = join(FAKE_SMI_BIN, "nvidia-smi");
 const missing = [FAKE_SMI, FAKE_NVML].filter((p) => !existsSync(p));
@@ -130,7 +137,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
       samplers.push(s);
       expect(s.resolvePath().path).toBe(FAKE_SMI);
       const t = track(s, 0, 100);
-      expect(await t.ready()).toBeNull();
+      expect(await t.ready()).toEqual(OK);
       const windows: [number, number][] = [
         [200, 2300],
         [500, 3200],
@@ -167,7 +174,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     await withScenario(LOAD, async () => {
       const s = sampler();
       const t = track(s, 1, 100);
-      expect(await t.ready()).toBeNull();
+      expect(await t.ready()).toEqual(OK);
       const from = t.edge();
       await sleep(400);
       const to = t.edge();
@@ -189,13 +196,13 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() - 1_000_000_000n }, async (sc) => {
       const s = sampler();
       const t0 = track(s, 0, 200);
-      expect(await t0.ready()).toBeNull();
+      expect(await t0.ready()).toEqual(OK);
       const pid = s.diagnostics().pid;
       expect(s.diagnostics().periodMs).toBe(200);
       const from = t0.edge();
       await sleep(300);
       const t1 = track(s, 1, 100);
-      expect(await t1.ready()).toBeNull();
+      expect(await t1.ready()).toEqual(OK);
       await waitFor("the faster child", () => s.diagnostics().periodMs === 100);
       expect(s.diagnostics().pid).not.toBe(pid);
       await sleep(2_000);
@@ -216,7 +223,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     await withScenario(LOAD, async () => {
       const s = sampler();
       const t = track(s, 5, 100);
-      expect(await t.ready()).toMatch(/nvidia-smi lists no GPU 5 \(it lists 0, 1\)/);
+      expect(await reasonOf(t)).toMatch(/nvidia-smi lists no GPU 5 \(it lists 0, 1\)/);
     });
   });
 
@@ -224,7 +231,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() - 1_000_000_000n }, async (sc) => {
       const s = sampler({ restartBaseMs: 300 });
       const t = track(s, 0, 100);
-      expect(await t.ready()).toBeNull();
+      expect(await t.ready()).toEqual(OK);
       const from = t.edge();
       await sleep(300);
       const sh = s.diagnostics().pid as number;
@@ -266,7 +273,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
       chmodSync(old, 0o755);
       const s = sampler({ path: old, restartBaseMs: 10_000 });
       const t = track(s, 0, 100);
-      expect(await t.ready()).toBeNull();
+      expect(await t.ready()).toEqual(OK);
       const from = t.edge();
       await sleep(500);
       const to = t.edge();
@@ -289,9 +296,10 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() - 300_000_000n }, async (sc) => {
       const s = sampler();
       const t = track(s, 0, 50);
-      expect(await t.ready()).toBeNull();
-      const ring = s.open(0, 50, {});
-      if (typeof ring === "string") throw new Error(ring);
+      expect(await t.ready()).toEqual(OK);
+      const opened = s.open(0, 50, {});
+      if (!opened.ok) throw new Error(opened.reason);
+      const ring = opened.value;
       const from = t.edge();
       await sleep(300);
       const headBefore = ring.head();
@@ -360,7 +368,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     await withScenario({ devices: [{ power }], t0Ns: process.hrtime.bigint() + 500_000_000n }, async (sc) => {
       const s = sampler();
       const t = track(s, 0, 100);
-      expect(await t.ready()).toBeNull();
+      expect(await t.ready()).toEqual(OK);
       await until(sc.t0Ns, 200);
       const from = t.edge();
       let busyMs = 0;
@@ -405,7 +413,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     chmodSync(hang, 0o755);
     const s = sampler({ path: hang, stallMs: 300, restartBaseMs: 60_000 });
     const t = track(s, 0, 100);
-    expect(await t.ready()).toBeNull();
+    expect(await t.ready()).toEqual(OK);
     const from = t.edge();
     await waitFor("the stall", () => s.diagnostics().counters.stalls === 1, 5_000);
     await waitFor("the exit", () => s.diagnostics().restartInMs !== null, 5_000);
@@ -424,7 +432,7 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
     chmodSync(slow, 0o755);
     const s = sampler({ path: slow, stallMs: 5_000 });
     const t = track(s, 0, 100);
-    expect(await t.ready()).toBeNull();
+    expect(await t.ready()).toEqual(OK);
     const rows = s.diagnostics().counters.rows;
     await waitFor("a fresh row", () => s.diagnostics().counters.rows > rows, 5_000);
     const realNow = Date.now.bind(Date);
@@ -444,16 +452,16 @@ suite("smi_sampler against the nvidia-smi stand-in", () => {
 describe("smi_sampler without nvidia-smi", () => {
   it("says that nvidia-smi is not on PATH, or that GIUL_NVIDIA_SMI is wrong", async () => {
     const none = new SmiSampler({ env: { PATH: tempDir() } });
-    expect(await smiTrack(0, none).ready()).toBe("the sampler is not running");
+    expect(await reasonOf(smiTrack(0, none))).toBe("the sampler is not running");
     const t = smiTrack(0, none);
     t.retain(100);
     tracks.push(t);
-    expect(await t.ready()).toBe("cannot run nvidia-smi: nvidia-smi is not on PATH");
+    expect(await reasonOf(t)).toBe("cannot run nvidia-smi: nvidia-smi is not on PATH");
     const wrong = new SmiSampler({ env: { PATH: "", GIUL_NVIDIA_SMI: "/nonexistent/nvidia-smi" } });
     const u = smiTrack(0, wrong);
     u.retain(100);
     tracks.push(u);
-    expect(await u.ready()).toBe(
+    expect(await reasonOf(u)).toBe(
       "cannot run nvidia-smi: GIUL_NVIDIA_SMI=/nonexistent/nvidia-smi is not an executable file",
     );
     expect(none.diagnostics().counters.starts + wrong.diagnostics().counters.starts).toBe(0);
@@ -472,7 +480,7 @@ suite("smi_sampler on replayed outputs", () => {
     const env = replay([...good(12), "0, [N/A], [N/A]", "0, [N/A], [N/A]", "0, [N/A], [N/A]", ...good(40)]);
     const s = sampler({ env, restartBaseMs: 60_000 });
     const t = track(s, 0, 50);
-    expect(await t.ready()).toBeNull();
+    expect(await t.ready()).toEqual(OK);
     const before = t.edge();
     await waitFor("the [N/A] rows", () => s.diagnostics().counters.notAvailable === 3);
     const inGap = t.edge();
@@ -511,8 +519,7 @@ suite("smi_sampler on replayed outputs", () => {
       restartBaseMs: 40,
     });
     const t = track(s, 0, 100);
-    const ready = await t.ready();
-    expect(ready).toMatch(
+    expect(await reasonOf(t)).toMatch(
       /^nvidia-smi exited with code 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\..*; restarting it in \d+ ms$/,
     );
     // Collect the pending delays while the child keeps failing.
@@ -549,9 +556,10 @@ suite("smi_sampler on replayed outputs", () => {
     const env = replay([...rows, ""]); // the last row ends with its newline
     const s = sampler({ env, restartBaseMs: 60_000 });
     const t = track(s, 0, 50);
-    const ring = s.open(0, 50, {});
-    if (typeof ring === "string") throw new Error(ring);
-    expect(await t.ready()).toBeNull();
+    const opened = s.open(0, 50, {});
+    if (!opened.ok) throw new Error(opened.reason);
+    const ring = opened.value;
+    expect(await t.ready()).toEqual(OK);
     await waitFor("the exit", () => s.diagnostics().counters.exits === 1);
     const c = s.diagnostics().counters;
     expect(c.readings).toBe(24);
@@ -576,7 +584,7 @@ suite("smi_sampler on replayed outputs", () => {
     const env = replay(["0, 69.62, 69.85", "0, 69.62, 69.85", "0, 631.9"]);
     const s = sampler({ env, restartBaseMs: 60_000 });
     const t = track(s, 0, 50);
-    expect(await t.ready()).toBeNull();
+    expect(await t.ready()).toEqual(OK);
     await waitFor("the exit", () => s.diagnostics().counters.exits === 1);
     const d = s.diagnostics();
     expect(d.counters.truncated).toBe(1);
@@ -598,7 +606,7 @@ suite("smi_sampler on replayed outputs", () => {
     ]);
     const s = sampler({ env, restartBaseMs: 60_000 });
     const t = track(s, 0, 50);
-    expect(await t.ready()).toBeNull();
+    expect(await t.ready()).toEqual(OK);
     const from = t.edge();
     await waitFor("the garbled rows", () => s.diagnostics().counters.malformed === 2);
     await waitFor("a reading after them", () => s.diagnostics().counters.readings >= 6);

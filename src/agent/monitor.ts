@@ -14,9 +14,10 @@ import type { Track } from "../backends/track.js";
 import { loadBinding } from "../binding.js";
 import { debug } from "../debug.js";
 import { findNvidiaSmi } from "../host.js";
+import { fail, ok, type Result } from "../measurement.js";
 import { resolveNode } from "../node.js";
 import { forcedBackend, select } from "../select.js";
-import type { ComputeAppWire, EnergyWire, PowerWire } from "./wire.js";
+import type { ComputeAppWire, EnergyWire, PowerWire } from "../wire.js";
 
 export interface DeviceState {
   readonly name: string | null;
@@ -99,8 +100,8 @@ export class DeviceMonitor {
       if (isRingTrack(selection.track)) {
         this.track = selection.track;
         this.track.retain(this.options.periodMs);
-        const notReady = await this.track.ready();
-        this.reason = notReady;
+        const ready = await this.track.ready();
+        this.reason = ready.ok ? null : ready.reason;
       } else {
         this.reason = selection.reason ?? "no sampler for this card";
       }
@@ -233,17 +234,17 @@ export class DeviceMonitor {
   }
 
   /** GET /energy: the cumulative energy at this instant, once the sample after it exists. */
-  async energy(): Promise<EnergyWire | string> {
+  async energy(): Promise<Result<EnergyWire>> {
     const track = this.track;
-    if (track === null) return this.reason ?? "no sampler for this card";
+    if (track === null) return fail(this.reason ?? "no sampler for this card");
     const arrived = process.hrtime.bigint();
     const edge = track.edge();
     await track.settle([edge]);
     const r = track.reading(edge);
     const info = track.ringInfo();
-    if (!r.ok) return r.reason;
-    if (info === null || info.generation !== r.generation) return "the sampler restarted";
-    return {
+    if (!r.ok) return fail(r.reason);
+    if (info === null || info.generation !== r.generation) return fail("the sampler restarted");
+    return ok({
       agent: this.options.agent,
       gpu: this.gpu,
       backend: this.backend,
@@ -261,7 +262,7 @@ export class DeviceMonitor {
       period_ns: info.periodNs,
       averaged_power: info.averagedPower,
       wait_ns: Number(process.hrtime.bigint() - arrived),
-    };
+    });
   }
 }
 

@@ -172,11 +172,16 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       return;
     }
     const reading = await monitor.energy();
-    if (typeof reading === "string") {
-      send(res, 503, JSON_TYPE, JSON.stringify({ error: reading, agent: agentName, gpu: monitor.gpu }));
+    if (!reading.ok) {
+      send(
+        res,
+        503,
+        JSON_TYPE,
+        JSON.stringify({ error: reading.reason, agent: agentName, gpu: monitor.gpu }),
+      );
       return;
     }
-    send(res, 200, JSON_TYPE, JSON.stringify(reading));
+    send(res, 200, JSON_TYPE, JSON.stringify(reading.value));
   };
 
   const server = createServer(

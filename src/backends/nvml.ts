@@ -1,7 +1,8 @@
 import type { GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
-import type { CardReader, CardState, ProcessRead } from "./card.js";
+import type { BackendName } from "../measurement.js";
+import { type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
+import type { CardReader } from "./card.js";
 import { type RingSource, RingTrack, type Sample, type SampleRing } from "./ring-track.js";
-import type { BackendName } from "./types.js";
 
 /**
  * The native backends: the addon's sampling thread writes a ring in memory shared with
@@ -120,11 +121,11 @@ class NvmlSource implements RingSource {
     this.averagedPower = averagedPower;
   }
 
-  open(periodMs: number): SampleRing | string {
+  open(periodMs: number): Result<SampleRing> {
     const sampler = this.binding.openSampler(this.index, periodMs);
-    if (!sampler.ok) return `cannot start the sampling thread: ${sampler.reason}`;
+    if (!sampler.ok) return fail(`cannot start the sampling thread: ${sampler.reason}`);
     this.sampler = sampler;
-    return new NativeRing(sampler, this.binding.layout);
+    return ok(new NativeRing(sampler, this.binding.layout));
   }
 
   setPeriod(periodMs: number): void {
@@ -169,20 +170,20 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
   };
   return {
     readProcesses,
-    async readState(): Promise<CardState | string> {
+    async readState(): Promise<Result<CardState>> {
       try {
         const [info, procs] = await Promise.all([binding.deviceInfo(index), readProcesses()]);
-        if (!info.ok) return info.reason;
-        if (!procs.ok) return procs.reason;
-        return {
+        if (!info.ok) return fail(info.reason);
+        if (!procs.ok) return fail(procs.reason);
+        return ok({
           memoryFreeMib: info.memoryFreeMib,
           memoryUsedMib: info.memoryUsedMib,
           memoryTotalMib: info.memoryTotalMib,
           utilizationPct: info.utilizationPct,
           computeApps: procs.processes,
-        };
+        });
       } catch (error) {
-        return `reading the card failed: ${String(error)}`;
+        return fail(`reading the card failed: ${String(error)}`);
       }
     },
   };

@@ -17,10 +17,19 @@
  */
 import http, { type ClientRequest } from "node:http";
 import https from "node:https";
-import { type EnergyWire, type PythonPower, parseEnergy, parsePower } from "../agent/wire.js";
 import { debug } from "../debug.js";
-import type { SpanMeasurement } from "../energy.js";
-import type { CardReader, CardState, ProcessRead } from "./card.js";
+import {
+  type CardState,
+  type Check,
+  fail,
+  OK,
+  ok,
+  type ProcessRead,
+  type Result,
+  type SpanMeasurement,
+} from "../measurement.js";
+import { type EnergyWire, type PythonPower, parseEnergy, parsePower } from "../wire.js";
+import type { CardReader } from "./card.js";
 import { JsRing } from "./js-ring.js";
 import { counterStep, type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
 import type { Edge, Track } from "./track.js";
@@ -169,21 +178,20 @@ function httpFailure(result: Extract<HttpResult, { ok: true }>, what: string): s
 export async function fetchAgentPower(
   endpoint: string,
   timeoutMs = DEFAULT_TIMEOUT_MS,
-): Promise<{ ok: true; power: PythonPower } | { ok: false; reason: string }> {
+): Promise<Result<PythonPower>> {
   let url: URL;
   try {
     url = new URL("power", agentBase(endpoint));
   } catch {
-    return { ok: false, reason: `not a URL: ${endpoint}` };
+    return fail(`not a URL: ${endpoint}`);
   }
   const r = await getJson(url, timeoutMs);
-  if (!r.ok) return { ok: false, reason: `the giul-agent at ${url.href} did not answer: ${r.reason}` };
+  if (!r.ok) return fail(`the giul-agent at ${url.href} did not answer: ${r.reason}`);
   const failed = httpFailure(r, `the giul-agent at ${url.href}`);
-  if (failed !== null) return { ok: false, reason: failed };
+  if (failed !== null) return fail(failed);
   const power = parsePower(r.body);
-  if (typeof power === "string")
-    return { ok: false, reason: `the giul-agent at ${url.href} answered malformed JSON: ${power}` };
-  return { ok: true, power };
+  if (!power.ok) return fail(`the giul-agent at ${url.href} answered malformed JSON: ${power.reason}`);
+  return power;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,13 +238,13 @@ class PollSource implements RingSource {
     private readonly clock: () => bigint,
   ) {}
 
-  open(): SampleRing | string {
+  open(): Result<SampleRing> {
     this.ring = new JsRing({ epochNs: this.clock(), periodNs: this.pollMs * 1e6 });
     this.lastT = -1n;
     this.gap = 0;
     this.poll();
     this.loop();
-    return this.ring;
+    return ok(this.ring);
   }
 
   setPeriod(): void {
@@ -296,12 +304,12 @@ class PollSource implements RingSource {
         t = r.tSend + (r.tRecv - r.tSend) / 2n;
         readNs = Number(r.tRecv - r.tSend);
         const failed = httpFailure(r, "it");
-        const power = failed === null ? parsePower(r.body) : failed;
-        if (typeof power === "string") {
+        const power = failed === null ? parsePower(r.body) : fail(failed);
+        if (!power.ok) {
           error = failed === null ? POLL_ERROR.MALFORMED : POLL_ERROR.HTTP;
-          this.lastReason = failed ?? `malformed answer: ${power}`;
-        } else if (power.watts === null) error = POLL_ERROR.NO_WATTS;
-        else powerMw = power.watts * 1000;
+          this.lastReason = failed ?? `malformed answer: ${power.reason}`;
+        } else if (power.value.watts === null) error = POLL_ERROR.NO_WATTS;
+        else powerMw = power.value.watts * 1000;
       }
       // Two polls can overlap (a kick during a slow one): keep time moving forward.
       if (t <= this.lastT) {
@@ -370,18 +378,19 @@ export class RemoteTrack implements Track {
     return this.mode;
   }
 
-  ready(): Promise<string | null> {
-    if (this.mode === "exact") return Promise.resolve(null);
+  ready(): Promise<Check> {
+    if (this.mode === "exact") return Promise.resolve(OK);
     if (this.mode === "poll") return (this.polled as RingTrack).ready();
-    if (performance.now() < this.retryAt) return Promise.resolve(this.probeReason);
+    if (performance.now() < this.retryAt)
+      return Promise.resolve(this.probeReason === null ? OK : fail(this.probeReason));
     if (this.probing === null) {
       this.probing = this.probe().finally(() => {
         this.probing = null;
       });
     }
     return this.probing.then((reason) => {
-      if (reason !== null) return reason;
-      return this.mode === "poll" ? (this.polled as RingTrack).ready() : null;
+      if (reason !== null) return fail(reason);
+      return this.mode === "poll" ? (this.polled as RingTrack).ready() : OK;
     });
   }
 
@@ -395,9 +404,8 @@ export class RemoteTrack implements Track {
       reason = httpFailure(r, `the giul-agent at ${url.href}`);
       if (reason === null) {
         const power = parsePower(r.body);
-        if (typeof power === "string")
-          reason = `the giul-agent at ${url.href} answered malformed JSON: ${power}`;
-        else if (power.exact) this.mode = "exact";
+        if (!power.ok) reason = `the giul-agent at ${url.href} answered malformed JSON: ${power.reason}`;
+        else if (power.value.exact) this.mode = "exact";
         else this.startPolling(url);
       }
     }
@@ -469,8 +477,8 @@ export class RemoteTrack implements Track {
         reason = httpFailure(r, "the giul-agent");
         if (reason === null) {
           const parsed = parseEnergy(r.body);
-          if (typeof parsed === "string") reason = `the giul-agent answered malformed JSON: ${parsed}`;
-          else reading = parsed;
+          if (!parsed.ok) reason = `the giul-agent answered malformed JSON: ${parsed.reason}`;
+          else reading = parsed.value;
         }
       }
       for (const e of edges) {
@@ -591,28 +599,28 @@ export function agentCardReader(endpoint: string, timeoutMs = DEFAULT_TIMEOUT_MS
     async readProcesses(): Promise<ProcessRead> {
       const { tNs, r } = await read();
       if (!r.ok) return { ok: false, tNs, reason: r.reason };
-      if (r.power.computeApps === null) {
+      if (r.value.computeApps === null) {
         return {
           ok: false,
           tNs,
           reason: "the giul-agent cannot read the card's processes (compute_apps null)",
         };
       }
-      return { ok: true, tNs, processes: r.power.computeApps };
+      return { ok: true, tNs, processes: r.value.computeApps };
     },
-    async readState(): Promise<CardState | string> {
+    async readState(): Promise<Result<CardState>> {
       const { r } = await read();
-      if (!r.ok) return r.reason;
-      const p = r.power;
+      if (!r.ok) return r;
+      const p = r.value;
       if (p.computeApps === null)
-        return "the giul-agent cannot read the card's processes (compute_apps null)";
-      return {
+        return fail("the giul-agent cannot read the card's processes (compute_apps null)");
+      return ok({
         memoryFreeMib: p.memoryFreeMib,
         memoryUsedMib: p.memoryUsedMib,
         memoryTotalMib: p.memoryTotalMib,
         utilizationPct: p.utilizationPct,
         computeApps: p.computeApps,
-      };
+      });
     },
   };
 }

@@ -1,6 +1,5 @@
-import type { SpanMeasurement } from "../energy.js";
+import { type BackendName, type Check, fail, OK, type Result, type SpanMeasurement } from "../measurement.js";
 import type { Edge, Track } from "./track.js";
-import type { BackendName } from "./types.js";
 
 /**
  * The window arithmetic shared by every sampling backend (the native thread's ring and the
@@ -57,7 +56,7 @@ export interface RingSource {
   readonly column: "energy" | "integral";
   /** Power comes from a source that averages over about a second (nvmlDeviceGetPowerUsage). */
   readonly averagedPower: boolean;
-  open(periodMs: number): SampleRing | string;
+  open(periodMs: number): Result<SampleRing>;
   setPeriod(periodMs: number): void;
   close(): void;
   /** Describe an NVML (or other) error code carried by a sample. */
@@ -166,7 +165,7 @@ export class RingTrack implements Track {
   private lingerTimer: NodeJS.Timeout | null = null;
   private pollTimer: NodeJS.Timeout | null = null;
   private waiters: Waiter[] = [];
-  private readyWaiters: { done: (reason: string | null) => void; deadline: number }[] = [];
+  private readyWaiters: { done: (check: Check) => void; deadline: number }[] = [];
   private readonly scratch: Sample = {
     t: 0,
     energyMj: 0,
@@ -199,9 +198,9 @@ export class RingTrack implements Track {
     if (this.ring === null) {
       this.periodMs = periodMs;
       const opened = this.source.open(periodMs);
-      if (typeof opened === "string") this.openReason = opened;
+      if (!opened.ok) this.openReason = opened.reason;
       else {
-        this.ring = opened;
+        this.ring = opened.value;
         this.openReason = null;
         this.generation += 1;
       }
@@ -232,10 +231,10 @@ export class RingTrack implements Track {
     this.source.close();
   }
 
-  ready(): Promise<string | null> {
+  ready(): Promise<Check> {
     const ring = this.ring;
-    if (ring === null) return Promise.resolve(this.openReason ?? "the sampler is not running");
-    if (ring.head() > 0) return Promise.resolve(null);
+    if (ring === null) return Promise.resolve(fail(this.openReason ?? "the sampler is not running"));
+    if (ring.head() > 0) return Promise.resolve(OK);
     return new Promise((done) => {
       this.readyWaiters.push({ done, deadline: Date.now() + this.maxWaitMs() });
       this.schedule();
@@ -510,10 +509,11 @@ export class RingTrack implements Track {
       const ring = this.ring;
       const stillWaiting: typeof this.readyWaiters = [];
       for (const w of this.readyWaiters) {
-        if (ring !== null && ring.head() > 0) w.done(null);
-        else if (ring === null) w.done(this.openReason ?? "the sampler stopped");
-        else if (ring.failure() !== null) w.done(ring.failure());
-        else if (now >= w.deadline) w.done(`the sampler produced no sample in ${this.maxWaitMs()} ms`);
+        const failure = ring?.failure() ?? null;
+        if (ring !== null && ring.head() > 0) w.done(OK);
+        else if (ring === null) w.done(fail(this.openReason ?? "the sampler stopped"));
+        else if (failure !== null) w.done(fail(failure));
+        else if (now >= w.deadline) w.done(fail(`the sampler produced no sample in ${this.maxWaitMs()} ms`));
         else stillWaiting.push(w);
       }
       this.readyWaiters = stillWaiting;

@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
-import type { CardReader, CardState, ProcessInfo, ProcessRead } from "./card.js";
+import { type CardState, fail, ok, type ProcessInfo, type ProcessRead, type Result } from "../measurement.js";
+import type { CardReader } from "./card.js";
 
 /**
  * Contention checks and probeNode through nvidia-smi: one short run per read (the reads are
@@ -47,22 +48,23 @@ function text(cell: string | undefined): string | null {
 }
 
 /** Parses `--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid` (noheader,nounits). */
-export function parseComputeApps(out: string, uuid: string | null): ProcessInfo[] | string {
+export function parseComputeApps(out: string, uuid: string | null): Result<ProcessInfo[]> {
   const apps: ProcessInfo[] = [];
   for (const line of out.split("\n")) {
     if (line.trim() === "") continue;
     const cells = line.split(", ");
-    if (cells.length < 4) return `unexpected line from nvidia-smi: ${JSON.stringify(line.slice(0, 120))}`;
+    if (cells.length < 4)
+      return fail(`unexpected line from nvidia-smi: ${JSON.stringify(line.slice(0, 120))}`);
     // The process name may itself hold ", ": the pid is first, the memory and uuid last.
     const pid = num(cells[0]);
     const gpu = text(cells[cells.length - 1]);
     const usedMib = num(cells[cells.length - 2]);
     const name = text(cells.slice(1, -2).join(", "));
-    if (pid === null) return `unreadable pid from nvidia-smi: ${JSON.stringify(line.slice(0, 120))}`;
+    if (pid === null) return fail(`unreadable pid from nvidia-smi: ${JSON.stringify(line.slice(0, 120))}`);
     if (uuid !== null && gpu !== null && gpu !== uuid) continue;
     apps.push({ pid, name, usedMib });
   }
-  return apps;
+  return ok(apps);
 }
 
 /** One card's row of `--query-gpu`: every unreadable value null. */
@@ -127,22 +129,22 @@ export function smiCardReader(path: string, index: number): CardReader {
     ]);
     if (!r.ok) return { ok: false, tNs, reason: r.reason };
     const apps = parseComputeApps(r.out, uuid);
-    return typeof apps === "string" ? { ok: false, tNs, reason: apps } : { ok: true, tNs, processes: apps };
+    return apps.ok ? { ok: true, tNs, processes: apps.value } : { ...apps, tNs };
   };
   return {
     readProcesses,
-    async readState(): Promise<CardState | string> {
+    async readState(): Promise<Result<CardState>> {
       const g = await readGpu();
-      if (!g.ok) return g.reason;
+      if (!g.ok) return g;
       const procs = await readProcesses();
-      if (!procs.ok) return procs.reason;
-      return {
+      if (!procs.ok) return fail(procs.reason);
+      return ok({
         memoryTotalMib: g.gpu.memoryTotalMib,
         memoryUsedMib: g.gpu.memoryUsedMib,
         memoryFreeMib: g.gpu.memoryFreeMib,
         utilizationPct: g.gpu.utilizationPct,
         computeApps: procs.processes,
-      };
+      });
     },
   };
 }

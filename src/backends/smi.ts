@@ -55,6 +55,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { debug } from "../debug.js";
 import { findNvidiaSmi } from "../host.js";
+import { fail, ok, type Result } from "../measurement.js";
 import { JsRing } from "./js-ring.js";
 import { type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
 import {
@@ -399,9 +400,9 @@ export class SmiSampler {
    * A source opens card `index` asking for a period (ms): its ring, or why it cannot be read.
    * `owner` identifies the source (its requests are kept apart from other sources').
    */
-  open(index: number, periodMs: number, owner: object): SampleRing | string {
+  open(index: number, periodMs: number, owner: object): Result<SampleRing> {
     const where = this.resolvePath();
-    if (where.path === null) return `cannot run nvidia-smi: ${where.reason}`;
+    if (where.path === null) return fail(`cannot run nvidia-smi: ${where.reason}`);
     let card = this.cards.get(index);
     if (card === undefined) {
       card = {
@@ -422,7 +423,7 @@ export class SmiSampler {
     if (this.restartTimer !== null && this.lastStop !== null) card.ring.fail(this.waitingReason());
     if (this.active !== null) this.checkListed(this.active);
     this.ensureRunning();
-    return card.ring;
+    return ok(card.ring);
   }
 
   /** A source asks for a (shorter) period. */
@@ -924,7 +925,7 @@ class SmiSource implements RingSource {
     return this.sampler.powerOf(this.index) === "averaged";
   }
 
-  open(periodMs: number): SampleRing | string {
+  open(periodMs: number): Result<SampleRing> {
     return this.sampler.open(this.index, periodMs, this);
   }
 

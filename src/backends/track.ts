@@ -1,5 +1,4 @@
-import type { SpanMeasurement } from "../energy.js";
-import type { BackendName } from "./types.js";
+import type { BackendName, Check, SpanMeasurement } from "../measurement.js";
 
 /**
  * An instant at which a window (or stage) starts or ends. A track captures it at once and
@@ -16,8 +15,8 @@ export interface Edge {
  */
 export interface Track {
   readonly backend: BackendName;
-  /** Resolves when the track can take an edge with a sample before it; null, or why it cannot. */
-  ready(): Promise<string | null>;
+  /** Resolves when the track can take an edge with a sample before it, or with why it cannot. */
+  ready(): Promise<Check>;
   /** Takes an edge now. Never throws, never blocks. */
   edge(): Edge;
   /** Resolves once every edge can be evaluated, or never can be. Never rejects. */

@@ -1,13 +1,4 @@
-/** How a figure was obtained. `method` says sampled/estimated/unknown; `backend` says from what. */
-export type BackendName = "nvml_counter" | "nvml_sampler" | "smi_sampler" | "remote_agent" | "none";
-
-export const BACKEND_NAMES: readonly BackendName[] = [
-  "nvml_counter",
-  "nvml_sampler",
-  "smi_sampler",
-  "remote_agent",
-  "none",
-];
+import type { BackendName } from "../measurement.js";
 
 /** What a local card offers, as probed once (see src/host.ts). */
 export interface LocalCapabilities {

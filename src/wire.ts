@@ -22,6 +22,7 @@
  *
  * Unreadable values are `null`, never 0.
  */
+import { fail, ok, type Result } from "./measurement.js";
 
 /** One resident compute process, as the Python agent lists it. */
 export interface ComputeAppWire {
@@ -89,31 +90,31 @@ const finiteOrNull = (v: unknown): v is number | null =>
 const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 
 /** The Python fields of /power, checked; what is wrong, or the value. */
-export function parsePower(body: unknown): PythonPower | string {
-  if (!isObject(body)) return "the body is not a JSON object";
+export function parsePower(body: unknown): Result<PythonPower> {
+  if (!isObject(body)) return fail("the body is not a JSON object");
   // watts is what metering needs; the rest came with 0.2 (a 0.1 agent lacks some): absent is null.
-  if (!("watts" in body)) return "the field watts is missing";
+  if (!("watts" in body)) return fail("the field watts is missing");
   for (const key of ["watts", "memory_used_mib", "memory_total_mib", "memory_free_mib", "utilization_pct"]) {
-    if (key in body && !finiteOrNull(body[key])) return `${key} is not a number or null`;
+    if (key in body && !finiteOrNull(body[key])) return fail(`${key} is not a number or null`);
   }
   const name = body.name ?? null;
-  if (name !== null && typeof name !== "string") return "name is not a string or null";
+  if (name !== null && typeof name !== "string") return fail("name is not a string or null");
   const apps = body.compute_apps;
   let computeApps: ComputeAppWire[] | null = null;
   if (apps !== null && apps !== undefined) {
-    if (!Array.isArray(apps)) return "compute_apps is not a list";
+    if (!Array.isArray(apps)) return fail("compute_apps is not a list");
     computeApps = [];
     for (const app of apps) {
-      if (!isObject(app) || !finite(app.pid)) return "compute_apps holds an entry without a pid";
+      if (!isObject(app) || !finite(app.pid)) return fail("compute_apps holds an entry without a pid");
       const used = app.used_mib ?? null;
       const appName = app.name ?? null;
-      if (!finiteOrNull(used)) return "compute_apps holds a used_mib that is not a number";
+      if (!finiteOrNull(used)) return fail("compute_apps holds a used_mib that is not a number");
       if (appName !== null && typeof appName !== "string")
-        return "compute_apps holds a name that is not a string";
+        return fail("compute_apps holds a name that is not a string");
       computeApps.push({ pid: app.pid, used_mib: used, name: appName });
     }
   }
-  return {
+  return ok({
     watts: body.watts as number | null,
     name: (name as string | null) ?? null,
     memoryUsedMib: (body.memory_used_mib ?? null) as number | null,
@@ -122,7 +123,7 @@ export function parsePower(body: unknown): PythonPower | string {
     utilizationPct: (body.utilization_pct ?? null) as number | null,
     computeApps: computeApps?.map((a) => ({ pid: a.pid, usedMib: a.used_mib, name: a.name })) ?? null,
     exact: "energy_j" in body && typeof body.agent === "string" && body.agent.startsWith("giul-node/"),
-  };
+  });
 }
 
 /** /power as a client sees it (camelCase), from either agent. */
@@ -139,12 +140,14 @@ export interface PythonPower {
 }
 
 /** A reading of /energy, checked. */
-export function parseEnergy(body: unknown): EnergyWire | string {
-  if (!isObject(body)) return "the body is not a JSON object";
+export function parseEnergy(body: unknown): Result<EnergyWire> {
+  if (!isObject(body)) return fail("the body is not a JSON object");
   const b = body;
-  if (b.energy_source !== "counter" && b.energy_source !== "integral") return "energy_source is missing";
-  if (typeof b.energy_series !== "string") return "energy_series is missing";
-  if (typeof b.monotonic_ns !== "string" || !/^\d+$/.test(b.monotonic_ns)) return "monotonic_ns is missing";
+  if (b.energy_source !== "counter" && b.energy_source !== "integral")
+    return fail("energy_source is missing");
+  if (typeof b.energy_series !== "string") return fail("energy_series is missing");
+  if (typeof b.monotonic_ns !== "string" || !/^\d+$/.test(b.monotonic_ns))
+    return fail("monotonic_ns is missing");
   for (const key of [
     "energy_j",
     "interp_err_j",
@@ -156,10 +159,10 @@ export function parseEnergy(body: unknown): EnergyWire | string {
     "period_ns",
     "wait_ns",
   ]) {
-    if (!finite(b[key])) return `${key} is not a number`;
+    if (!finite(b[key])) return fail(`${key} is not a number`);
   }
-  if (!finiteOrNull(b.power_w)) return "power_w is not a number or null";
-  return {
+  if (!finiteOrNull(b.power_w)) return fail("power_w is not a number or null");
+  return ok({
     agent: typeof b.agent === "string" ? b.agent : "",
     gpu: finite(b.gpu) ? b.gpu : 0,
     backend: typeof b.backend === "string" ? b.backend : "",
@@ -177,5 +180,5 @@ export function parseEnergy(body: unknown): EnergyWire | string {
     period_ns: b.period_ns as number,
     averaged_power: b.averaged_power === true,
     wait_ns: b.wait_ns as number,
-  };
+  });
 }

@@ -1,0 +1,82 @@
+/**
+ * The shared vocabulary: what backends hand up to the rules, and the one shape of a failure.
+ * Imports nothing of ours, so every part (backends, selection, the rules, the faces) can use it
+ * without pointing upwards.
+ */
+
+/** How a figure was obtained. `method` says sampled/estimated/unknown; `backend` says from what. */
+export type BackendName = "nvml_counter" | "nvml_sampler" | "smi_sampler" | "remote_agent" | "none";
+
+export const BACKEND_NAMES: readonly BackendName[] = [
+  "nvml_counter",
+  "nvml_sampler",
+  "smi_sampler",
+  "remote_agent",
+  "none",
+];
+
+/**
+ * Something that could not be done, as a value: the one failure shape of the codebase. `reason` is
+ * for a person: what failed and, where known, how to fix it.
+ */
+export interface Failure {
+  readonly ok: false;
+  readonly reason: string;
+}
+
+/** A value, or why there is none. */
+export type Result<T> = { readonly ok: true; readonly value: T } | Failure;
+
+/** Something that either worked or did not (nothing to hand back when it worked). */
+export type Check = { readonly ok: true } | Failure;
+
+export const OK: { readonly ok: true } = Object.freeze({ ok: true as const });
+
+export function fail(reason: string): Failure {
+  return { ok: false, reason };
+}
+
+export function ok<T>(value: T): { readonly ok: true; readonly value: T } {
+  return { ok: true, value };
+}
+
+/** A process resident on a card. Unreadable values are null, never 0. */
+export interface ProcessInfo {
+  readonly pid: number;
+  readonly name: string | null;
+  readonly usedMib: number | null;
+}
+
+/** A resident process that was not ours at a window's edge. */
+export type ContendingProcess = ProcessInfo;
+
+/** One read of a card's compute processes. `tNs` is when the read started (CLOCK_MONOTONIC). */
+export type ProcessRead =
+  | { readonly ok: true; readonly tNs: bigint; readonly processes: readonly ProcessInfo[] }
+  | (Failure & { readonly tNs: bigint });
+
+/** What probeNode reports about a card. */
+export interface CardState {
+  readonly memoryFreeMib: number | null;
+  readonly memoryUsedMib: number | null;
+  readonly memoryTotalMib: number | null;
+  readonly utilizationPct: number | null;
+  readonly computeApps: readonly ProcessInfo[];
+}
+
+/** What a backend measured over one span (a window or a stage), before any rule is applied. */
+export type SpanMeasurement =
+  | {
+      readonly ok: true;
+      /** Energy drawn by the whole card over the span, idle included (J). */
+      readonly grossJoules: number;
+      /** Samples strictly inside the span. */
+      readonly samples: number;
+      /** Largest interval between consecutive samples covering the span (ms). */
+      readonly maxGapMs: number;
+      /** Bound on the error the edges and the counter's step can introduce (J). */
+      readonly uncertaintyJoules: number;
+      /** A caveat about the source (averaged power, say), or null. */
+      readonly caveat: string | null;
+    }
+  | Failure;
