@@ -3,6 +3,41 @@ import type { BackendName, ContendingProcess, SpanMeasurement } from "./measurem
 /** How a figure was obtained: measured, estimated from a hint, or not known at all. */
 export type Method = "sampled" | "estimated" | "unknown";
 
+/**
+ * How a window on a card shared with other windows of this process is charged:
+ * - `shared`: at every instant the card's energy above idle is split among the windows open on it,
+ *   in proportion to their weights (the shares add up to the card);
+ * - `exclusive`: the whole card above idle over the window (giul 0.2's figure); a window that
+ *   overlapped another is witnessed, not measured.
+ */
+export type Attribution = "shared" | "exclusive";
+
+/** How many windows were open on the card while a span was (itself included). */
+export interface Concurrency {
+  /** Time-weighted mean. */
+  readonly mean: number;
+  /** Most at any instant. */
+  readonly max: number;
+}
+
+/**
+ * A window's share of the card, as the per-card ledger split it: already above idle (idle is
+ * subtracted once for the card, at each instant, before the split).
+ */
+export interface ShareMeasurement {
+  readonly ok: true;
+  readonly share: true;
+  /** This window's share of the card's energy above idle (J). */
+  readonly aboveJoules: number;
+  /** The card's energy above idle over the same span, as an exclusive window would measure it (J), or null. */
+  readonly cardAboveJoules: number | null;
+  /** Bound on the share's error: the card's bound apportioned like the energy (J). */
+  readonly uncertaintyJoules: number;
+  readonly samples: number;
+  readonly maxGapMs: number;
+  readonly caveat: string | null;
+}
+
 /** What the rules need besides the measurement. */
 export interface ChargeContext {
   readonly backend: BackendName;
@@ -16,6 +51,9 @@ export interface ChargeContext {
   /** The node watches for tenants (it sets servingMatch). */
   readonly shared: boolean;
   readonly stages: Readonly<Record<string, Energy>>;
+  readonly attribution: Attribution;
+  /** Windows open on the card during the span, or null when not known. */
+  readonly concurrency: Concurrency | null;
 }
 
 /** The fleet record (snake_case, the same fields as giul 0.2's). */
@@ -36,6 +74,10 @@ export interface EnergyRecord {
   uncertainty_joules: number | null;
   samples: number | null;
   max_gap_ms: number | null;
+  attribution: Attribution;
+  concurrency_mean: number | null;
+  concurrency_max: number | null;
+  card_joules: number | null;
 }
 
 /**
@@ -82,6 +124,15 @@ export class Energy {
   readonly samples: number | null;
   /** Largest gap between the samples covering the span (ms). */
   readonly maxGapMs: number | null;
+  /** How the card was charged among overlapping windows (see {@link Attribution}). */
+  readonly attribution: Attribution;
+  /** Windows open on the card during the span, itself included (time-weighted mean, max); null when unknown. */
+  readonly concurrency: Concurrency | null;
+  /**
+   * The whole card's energy above idle over the span (what an exclusive window over the same edges
+   * measures), or null when not measured. Equal to `measuredJoules` for an exclusive window.
+   */
+  readonly cardJoules: number | null;
 
   constructor(fields: EnergyFields) {
     this.joules = fields.joules;
@@ -99,6 +150,9 @@ export class Energy {
     this.uncertaintyJoules = fields.uncertaintyJoules;
     this.samples = fields.samples;
     this.maxGapMs = fields.maxGapMs;
+    this.attribution = fields.attribution;
+    this.concurrency = fields.concurrency;
+    this.cardJoules = fields.cardJoules;
     Object.freeze(this);
   }
 
@@ -129,35 +183,58 @@ export class Energy {
       uncertainty_joules: this.uncertaintyJoules,
       samples: this.samples,
       max_gap_ms: this.maxGapMs,
+      attribution: this.attribution,
+      concurrency_mean: this.concurrency?.mean ?? null,
+      concurrency_max: this.concurrency?.max ?? null,
+      card_joules: this.cardJoules,
     };
   }
+}
+
+/** Rule 1: what a span drew above the idle floor (J). The only place idle is subtracted. */
+export function aboveIdle(grossJoules: number, idleW: number, seconds: number): number {
+  return grossJoules - idleW * seconds;
 }
 
 /**
  * The rules, in one place, for every backend and every span:
  *
- * 1. charged above idle: `joules = measured − idleW × seconds`;
- * 2. ≤ 0 J above idle is a failed measurement, never a sampled zero;
+ * 1. charged above idle: `joules = measured − idleW × seconds` (for a shared window, the ledger
+ *    subtracts idle once for the card with {@link aboveIdle} before splitting it);
+ * 2. ≤ 0 J above idle is a failed measurement, never a sampled zero (a share too);
  * 3. what could not be measured is estimated from the hint (`hint × tokens / 1000`) or unknown,
  *    labelled with the reason;
- * 4. a window with another tenant at an edge is demoted out of `sampled`; the measured number stays
- *    in `measuredJoules`.
+ * 4. a window with another tenant at an edge is demoted out of `sampled`, and so is an exclusive
+ *    window that overlapped another window on the card; the measured number stays in
+ *    `measuredJoules`.
  */
-export function charge(measurement: SpanMeasurement, ctx: ChargeContext): Energy {
+export function charge(measurement: SpanMeasurement | ShareMeasurement, ctx: ChargeContext): Energy {
   const stages = Object.keys(ctx.stages).length === 0 ? NO_STAGES : Object.freeze({ ...ctx.stages });
   const contendedBy =
     ctx.contendedBy === null || ctx.contendedBy.length === 0
       ? NO_PROCESSES
       : Object.freeze([...ctx.contendedBy]);
-  if (!measurement.ok) return degrade(ctx, stages, contendedBy, measurement.reason, null, null);
+  if (!measurement.ok) return degrade(ctx, stages, contendedBy, measurement.reason, null, null, null);
 
-  const above = measurement.grossJoules - ctx.idleW * ctx.seconds;
-  if (!(above > 0)) {
-    const reason =
+  let above: number;
+  let card: number | null;
+  let failed: string;
+  if ("share" in measurement) {
+    above = measurement.aboveJoules;
+    card = measurement.cardAboveJoules;
+    failed =
+      `this window's share was ${round(above)} J above idle (the card: ` +
+      `${card === null ? "not measured" : `${round(card)} J`} above idle over ${round(ctx.seconds)} s ` +
+      `at idleW ${ctx.idleW}, ${round(ctx.concurrency?.mean ?? 1)} windows open on average): ` +
+      "a failed measurement, not a free request";
+  } else {
+    above = aboveIdle(measurement.grossJoules, ctx.idleW, ctx.seconds);
+    card = above;
+    failed =
       `measured ${round(above)} J above idle (${round(measurement.grossJoules)} J drawn over ` +
       `${round(ctx.seconds)} s at idleW ${ctx.idleW}): a failed measurement, not a free request`;
-    return degrade(ctx, stages, contendedBy, reason, above, measurement);
   }
+  if (!(above > 0)) return degrade(ctx, stages, contendedBy, failed, above, measurement, card);
   if (contendedBy.length > 0) {
     const who = contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`).join(", ");
     return degrade(
@@ -167,6 +244,20 @@ export function charge(measurement: SpanMeasurement, ctx: ChargeContext): Energy
       `card shared with ${who}: the draw is real but not ours`,
       above,
       measurement,
+      card,
+    );
+  }
+  if (ctx.attribution === "exclusive" && ctx.concurrency !== null && ctx.concurrency.max > 1) {
+    const others = ctx.concurrency.max - 1;
+    return degrade(
+      ctx,
+      stages,
+      contendedBy,
+      `exclusive attribution, but up to ${others} other window${others === 1 ? " was" : "s were"} open on the ` +
+        'card meanwhile: the draw is real but not all ours (use attribution: "shared" to split it)',
+      above,
+      measurement,
+      card,
     );
   }
   let reason = measurement.caveat;
@@ -187,6 +278,9 @@ export function charge(measurement: SpanMeasurement, ctx: ChargeContext): Energy
     uncertaintyJoules: measurement.uncertaintyJoules,
     samples: measurement.samples,
     maxGapMs: measurement.maxGapMs,
+    attribution: ctx.attribution,
+    concurrency: ctx.concurrency,
+    cardJoules: card,
   });
 }
 
@@ -202,6 +296,7 @@ function degrade(
   reason: string,
   measuredJoules: number | null,
   quality: { readonly uncertaintyJoules: number; readonly samples: number; readonly maxGapMs: number } | null,
+  cardJoules: number | null,
 ): Energy {
   const extra = ctx.contentionUnchecked ? `; ${ctx.contentionUnchecked}` : "";
   const estimate = ctx.joulesPer1kHint !== null && ctx.tokens !== null;
@@ -224,6 +319,9 @@ function degrade(
     uncertaintyJoules: quality?.uncertaintyJoules ?? null,
     samples: quality?.samples ?? null,
     maxGapMs: quality?.maxGapMs ?? null,
+    attribution: ctx.attribution,
+    concurrency: ctx.concurrency,
+    cardJoules,
   });
 }
 

@@ -1,9 +1,24 @@
-import type { Edge, Track } from "./backends/track.js";
+import { type Edge, NullTrack, type Track } from "./backends/track.js";
 import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
-import { charge, type Energy } from "./energy.js";
+import {
+  type Attribution,
+  aboveIdle,
+  type ChargeContext,
+  type Concurrency,
+  charge,
+  type Energy,
+  type ShareMeasurement,
+} from "./energy.js";
 import { GiulError } from "./errors.js";
-import type { BackendName, ContendingProcess, ProcessRead, SpanMeasurement } from "./measurement.js";
+import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
+import {
+  type BackendName,
+  type ContendingProcess,
+  fail,
+  type ProcessRead,
+  type SpanMeasurement,
+} from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { forcedBackend, knownForcedFailure, type Selection, select } from "./select.js";
 
@@ -26,6 +41,19 @@ export interface MeterOptions {
    * `contentionIntervalMs`, shared with every window on the card), not only at its two edges.
    */
   readonly watchContention?: boolean;
+  /**
+   * How the card is charged when other windows of this process are open on it at the same time.
+   * `"shared"` (the default): at every instant the card's energy above idle is split among the
+   * open windows in proportion to their weights, so the shares add up to the card. `"exclusive"`:
+   * the whole card above idle over the window (giul 0.2's figure, for fleet comparisons); a window
+   * that overlapped another is then witnessed, not measured.
+   */
+  readonly attribution?: Attribution;
+  /**
+   * This window's weight in the split (finite, > 0; default 1): e.g. tokens in flight or KV-cache
+   * blocks held. Change it while the window is open with {@link Meter.setWeight}.
+   */
+  readonly weight?: number;
 }
 
 export interface MarkOptions {
@@ -47,19 +75,22 @@ type State = "new" | "opening" | "open" | "closing" | "closed";
 
 interface StageMark {
   readonly name: string;
-  readonly edge: Edge;
+  /** Index of the mark's event in the window's ledger entries. */
+  readonly index: number;
   readonly tokens: number | null;
+  readonly concurrency: Concurrency;
+}
+
+/** What one span (the window, or a stage) measured, before the rules. */
+interface SpanOutcome {
+  readonly measurement: SpanMeasurement | ShareMeasurement;
+  readonly seconds: number;
+  readonly concurrency: Concurrency | null;
 }
 
 interface Outcome {
-  readonly total: SpanMeasurement;
-  readonly stages: readonly {
-    name: string;
-    measurement: SpanMeasurement;
-    seconds: number;
-    tokens: number | null;
-  }[];
-  readonly seconds: number;
+  readonly total: SpanOutcome;
+  readonly stages: readonly (SpanOutcome & { readonly name: string; readonly tokens: number | null })[];
 }
 
 const asyncDispose: typeof Symbol.asyncDispose =
@@ -68,12 +99,25 @@ const asyncDispose: typeof Symbol.asyncDispose =
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
 
 /**
- * A window opened and never closed (a caller's bug) must not keep its card's sampler, or its
- * contention watch, running for the life of the process: when the Meter is collected, what it
- * held is released. The cleanup holds the track and watcher, never the Meter.
+ * A window opened and never closed (a caller's bug) must not keep its card's sampler, its
+ * contention watch or its weight in the card's ledger for the life of the process: when the Meter
+ * is collected, what it held is released. The cleanup holds what it releases, never the Meter.
  */
 const abandoned = new FinalizationRegistry<() => void>((release) => release());
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
+const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
+
+/** The track of a node that cannot be metered: one per selection, so its windows share a ledger. */
+const nullTracks = new WeakMap<Selection, NullTrack>();
+function trackOf(selection: Selection): Track {
+  if (selection.track !== null) return selection.track;
+  let track = nullTracks.get(selection);
+  if (track === undefined) {
+    track = new NullTrack(selection.reason ?? "no backend");
+    nullTracks.set(selection, track);
+  }
+  return track;
+}
 
 function optionError(field: string, message: string): GiulError {
   return new GiulError("INVALID_OPTION", `${field}: ${message}`, { field });
@@ -87,6 +131,17 @@ function checkTokens(field: string, tokens: unknown): number | null {
   return tokens;
 }
 
+function checkWeight(field: string, weight: unknown): number {
+  if (typeof weight !== "number" || !Number.isFinite(weight) || weight <= 0) {
+    throw optionError(field, `expected a finite number > 0, got ${describeValue(weight)}`);
+  }
+  return weight;
+}
+
+function describeValue(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : String(value);
+}
+
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
  *
@@ -97,6 +152,8 @@ function checkTokens(field: string, tokens: unknown): number | null {
  * await m.close();
  * const e = m.result({ tokens: 412 });
  * ```
+ *
+ * Windows open on the same card at the same time share it (see {@link MeterOptions.attribution}).
  *
  * Metering never throws into the caller's work: a card that cannot be read costs the measurement
  * (the result says `estimated` or `unknown`, and why), never the request. Only programmer errors
@@ -110,6 +167,8 @@ export class Meter {
   private readonly periodMs: number;
   private readonly forced: BackendName | null;
   private readonly watchContention: boolean;
+  private readonly attribution: Attribution;
+  private readonly initialWeight: number;
   private state: State = "new";
   private watcher: ProcessWatcher | null = null;
   private openSnapshot: Promise<ProcessRead> | null = null;
@@ -117,8 +176,8 @@ export class Meter {
   private contentionUnchecked: string | null = null;
   private selection: Selection | null = null;
   private track: Track | null = null;
-  private openEdge: Edge | null = null;
-  private closeEdge: Edge | null = null;
+  private ledger: CardLedger | null = null;
+  private entries: LedgerWindow | null = null;
   private readonly marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
@@ -149,6 +208,12 @@ export class Meter {
     if (typeof watch !== "boolean")
       throw optionError("watchContention", `expected a boolean, got ${typeof watch}`);
     this.watchContention = watch;
+    const attribution = options.attribution ?? "shared";
+    if (!ATTRIBUTIONS.includes(attribution)) {
+      throw optionError("attribution", `expected "shared" or "exclusive", got ${describeValue(attribution)}`);
+    }
+    this.attribution = attribution;
+    this.initialWeight = options.weight === undefined ? 1 : checkWeight("weight", options.weight);
     this.forced = forced;
   }
 
@@ -175,15 +240,38 @@ export class Meter {
     return this.selection?.backend ?? null;
   }
 
+  /** The window's weight now (see {@link MeterOptions.weight}). */
+  get weight(): number {
+    return this.entries?.weight ?? this.initialWeight;
+  }
+
   /**
    * CLOCK_MONOTONIC ns (the clock of `process.hrtime.bigint()`) of the window's edges: to line a
    * window up with traces, or to check a figure against another meter over the same instants.
+   * `weights` lists the window's weight from each instant on (its opening edge first).
    */
-  edgeTimes(): { open: bigint | null; marks: { name: string; tNs: bigint }[]; close: bigint | null } {
+  edgeTimes(): {
+    open: bigint | null;
+    marks: { name: string; tNs: bigint }[];
+    close: bigint | null;
+    weights: { tNs: bigint; weight: number }[];
+  } {
+    const entries = this.entries;
+    if (entries === null) return { open: null, marks: [], close: null, weights: [] };
+    const events = entries.events;
+    const marked = new Set(this.marks.map((m) => m.index));
+    const weights: { tNs: bigint; weight: number }[] = [];
+    for (let i = 0; i < events.length; i++) {
+      const last = this.state === "closing" || this.state === "closed" ? events.length - 1 : events.length;
+      if (i >= last || marked.has(i)) continue;
+      weights.push({ tNs: (events[i] as LedgerEvent).edge.tNs, weight: entries.weights[i] as number });
+    }
+    const closed = this.state === "closing" || this.state === "closed";
     return {
-      open: this.openEdge?.tNs ?? null,
-      marks: this.marks.map((m) => ({ name: m.name, tNs: m.edge.tNs })),
-      close: this.closeEdge?.tNs ?? null,
+      open: events[0]?.edge.tNs ?? null,
+      marks: this.marks.map((m) => ({ name: m.name, tNs: (events[m.index] as LedgerEvent).edge.tNs })),
+      close: closed ? ((events[events.length - 1] as LedgerEvent).edge.tNs ?? null) : null,
+      weights,
     };
   }
 
@@ -192,50 +280,60 @@ export class Meter {
     if (this.state !== "new")
       throw new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`);
     this.state = "opening";
+    let track: Track;
     try {
       this.selection = await select(this.node, this.forced);
-      const track = this.selection.track;
-      if (track !== null) {
-        track.retain(this.periodMs);
-        this.track = track;
-        const ready = await track.ready();
-        this.notReady = ready.ok ? null : ready.reason;
-      }
+      track = trackOf(this.selection);
+      track.retain(this.periodMs);
+      const ready = await track.ready();
+      this.notReady = ready.ok ? null : ready.reason;
     } catch (error) {
       // select() and ready() never reject; this is belt and braces for the caller's sake.
+      track = new NullTrack(`opening the window failed: ${String(error)}`);
       this.notReady = `opening the window failed: ${String(error)}`;
       debug("open failed: %s", String(error));
     }
     const forcedUnavailable = this.selection?.forcedUnavailable;
     if (forcedUnavailable !== undefined) {
       // A diagnosis override that cannot work is a configuration error: say so, never fall back.
+      track.release();
       this.state = "new";
       throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
     }
-    this.openEdge = this.track ? this.track.edge() : { tNs: process.hrtime.bigint() };
+    const ledger = ledgerFor(track);
+    let entries: LedgerWindow;
+    try {
+      entries = ledger.openWindow(this.initialWeight, this.node.idleW);
+    } catch (error) {
+      track.release();
+      this.state = "new";
+      throw error;
+    }
+    this.track = track;
+    this.ledger = ledger;
+    this.entries = entries;
+    const openNs = (entries.events[0] as LedgerEvent).edge.tNs;
     if (this.node.servingMatch !== null) {
       // A shared card: witness who is resident at this edge (coalesced with every other window).
       const reader = this.selection?.reader ?? null;
       if (reader !== null) {
         this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
-        this.openSnapshot = this.watcher.after(this.openEdge.tNs);
+        this.openSnapshot = this.watcher.after(openNs);
         if (this.watchContention) this.watcher.watch();
       } else {
         this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
       }
     }
-    const heldTrack = this.track;
     const heldWatch = this.watchContention ? this.watcher : null;
-    if (heldTrack !== null || heldWatch !== null) {
-      abandoned.register(
-        this,
-        () => {
-          heldTrack?.release();
-          heldWatch?.unwatch();
-        },
-        this,
-      );
-    }
+    abandoned.register(
+      this,
+      () => {
+        if (entries.weight > 0) ledger.closeWindow(entries);
+        track.release();
+        heldWatch?.unwatch();
+      },
+      this,
+    );
     this.state = "open";
     return this;
   }
@@ -258,8 +356,29 @@ export class Meter {
       throw optionError("name", `stage ${JSON.stringify(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", options.tokens);
-    const edge = this.track ? this.track.edge() : { tNs: process.hrtime.bigint() };
-    this.marks.push({ name, edge, tokens });
+    const ledger = this.ledger as CardLedger;
+    const entries = this.entries as LedgerWindow;
+    const start = entries.events[this.stageStart()] as LedgerEvent;
+    const event = ledger.mark(entries);
+    this.marks.push({
+      name,
+      index: entries.events.length - 1,
+      tokens,
+      concurrency: ledger.concurrency(start, event),
+    });
+  }
+
+  /**
+   * Changes this window's weight in the card's split from now on (e.g. tokens in flight, KV-cache
+   * blocks held). Finite and > 0. Only while the window is open.
+   */
+  setWeight(weight: number): void {
+    if (this.state !== "open") {
+      throw new GiulError("WINDOW_STATE", `setWeight(): the window is ${this.state}, not open`);
+    }
+    const w = checkWeight("weight", weight);
+    const entries = this.entries as LedgerWindow;
+    if (w !== entries.weight) (this.ledger as CardLedger).setWeight(entries, w);
   }
 
   /**
@@ -276,6 +395,10 @@ export class Meter {
     return this.closing;
   }
 
+  private stageStart(): number {
+    return this.marks.length === 0 ? 0 : (this.marks[this.marks.length - 1] as StageMark).index;
+  }
+
   private async finish(): Promise<void> {
     if (this.sync) {
       try {
@@ -285,20 +408,27 @@ export class Meter {
       }
     }
     abandoned.unregister(this);
-    const track = this.track;
-    const closeEdge = track ? track.edge() : { tNs: process.hrtime.bigint() };
-    this.closeEdge = closeEdge;
-    const openEdge = this.openEdge as Edge;
-    const contention = this.watcher ? this.checkContention(this.watcher, openEdge, closeEdge) : null;
+    const track = this.track as Track;
+    const ledger = this.ledger as CardLedger;
+    const entries = this.entries as LedgerWindow;
+    const openEvent = entries.events[0] as LedgerEvent;
+    const closeEvent = ledger.closeWindow(entries);
+    const concurrency = ledger.concurrency(openEvent, closeEvent);
+    const contention = this.watcher
+      ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
+      : null;
     try {
-      if (track) await track.settle([openEdge, ...this.marks.map((m) => m.edge), closeEdge]);
+      await ledger.settleThrough(closeEvent);
       if (contention) await contention;
-      this.outcome = this.evaluate(track, openEdge, closeEdge);
+      this.outcome = this.measureAll(concurrency);
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
-      this.outcome = { total: { ok: false, reason }, stages: [], seconds: seconds(openEdge, closeEdge) };
+      this.outcome = {
+        total: { measurement: fail(reason), seconds: seconds(openEvent.edge, closeEvent.edge), concurrency },
+        stages: [],
+      };
     } finally {
-      track?.release();
+      track.release();
       this.state = "closed";
     }
   }
@@ -334,26 +464,51 @@ export class Meter {
     }
   }
 
-  private evaluate(track: Track | null, openEdge: Edge, closeEdge: Edge): Outcome {
-    const failure =
-      this.syncFailure ?? this.notReady ?? (track ? null : (this.selection?.reason ?? "no backend"));
-    const measure = (from: Edge, to: Edge): SpanMeasurement =>
-      failure !== null || track === null
-        ? { ok: false, reason: failure ?? "no backend" }
-        : track.span(from, to);
+  /** What the track and the ledger measured over the window and each stage. No rule applied here. */
+  private measureAll(concurrency: Concurrency): Outcome {
+    const entries = this.entries as LedgerWindow;
+    const last = entries.events.length - 1;
     const stages: Outcome["stages"][number][] = [];
-    let from = openEdge;
+    let from = 0;
     for (const mark of this.marks) {
       stages.push({
         name: mark.name,
-        measurement: measure(from, mark.edge),
-        seconds: seconds(from, mark.edge),
         tokens: mark.tokens,
+        ...this.measureSpan(from, mark.index, mark.concurrency),
       });
-      from = mark.edge;
+      from = mark.index;
     }
     // The total is measured over the whole window, never summed from stages.
-    return { total: measure(openEdge, closeEdge), stages, seconds: seconds(openEdge, closeEdge) };
+    return { total: this.measureSpan(0, last, concurrency), stages };
+  }
+
+  /** One span between two of the window's ledger events: the card over it, and this window's share. */
+  private measureSpan(fromIndex: number, toIndex: number, concurrency: Concurrency): SpanOutcome {
+    const entries = this.entries as LedgerWindow;
+    const from = (entries.events[fromIndex] as LedgerEvent).edge;
+    const to = (entries.events[toIndex] as LedgerEvent).edge;
+    const secs = seconds(from, to);
+    const failure = this.syncFailure ?? this.notReady;
+    if (failure !== null) return { measurement: fail(failure), seconds: secs, concurrency };
+    const card = (this.track as Track).span(from, to);
+    if (!card.ok || this.attribution === "exclusive")
+      return { measurement: card, seconds: secs, concurrency };
+    const share = (this.ledger as CardLedger).share(entries, fromIndex, toIndex);
+    if (!share.ok) return { measurement: share, seconds: secs, concurrency };
+    return {
+      measurement: {
+        ok: true,
+        share: true,
+        aboveJoules: share.aboveJoules,
+        cardAboveJoules: aboveIdle(card.grossJoules, this.node.idleW, secs),
+        uncertaintyJoules: share.uncertaintyJoules,
+        samples: card.samples,
+        maxGapMs: card.maxGapMs,
+        caveat: card.caveat,
+      },
+      seconds: secs,
+      concurrency,
+    };
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
@@ -362,34 +517,32 @@ export class Meter {
       throw new GiulError("WINDOW_STATE", `result(): the window is ${this.state}; await close() first`);
     }
     const tokens = checkTokens("tokens", options.tokens);
-    const backend = this.selection?.backend ?? "none";
-    const idleW = this.node.idleW;
-    const hint = this.hint;
     const stages: Record<string, Energy> = {};
     for (const stage of this.outcome.stages) {
-      stages[stage.name] = charge(stage.measurement, {
-        backend,
-        seconds: stage.seconds,
-        idleW,
-        tokens: stage.tokens,
-        joulesPer1kHint: hint,
-        contendedBy: this.contendedBy,
-        contentionUnchecked: this.contentionUnchecked,
-        shared: this.node.servingMatch !== null,
-        stages: NO_STAGES,
-      });
+      stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
     }
-    return charge(this.outcome.total, {
-      backend,
-      seconds: this.outcome.seconds,
-      idleW,
+    return charge(this.outcome.total.measurement, this.chargeContext(this.outcome.total, tokens, stages));
+  }
+
+  /** The one builder of what the rules need besides the measurement. */
+  private chargeContext(
+    span: SpanOutcome,
+    tokens: number | null,
+    stages: Readonly<Record<string, Energy>>,
+  ): ChargeContext {
+    return {
+      backend: this.selection?.backend ?? "none",
+      seconds: span.seconds,
+      idleW: this.node.idleW,
       tokens,
-      joulesPer1kHint: hint,
+      joulesPer1kHint: this.hint,
       contendedBy: this.contendedBy,
       contentionUnchecked: this.contentionUnchecked,
       shared: this.node.servingMatch !== null,
       stages,
-    });
+      attribution: this.attribution,
+      concurrency: span.concurrency,
+    };
   }
 
   /**

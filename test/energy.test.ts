@@ -11,6 +11,8 @@ const ctx = (over: Partial<ChargeContext> = {}): ChargeContext => ({
   contentionUnchecked: null,
   shared: false,
   stages: {},
+  attribution: "exclusive",
+  concurrency: null,
   ...over,
 });
 const measured = (grossJoules: number) =>
@@ -86,6 +88,10 @@ describe("the rules", () => {
       "uncertainty_joules",
       "samples",
       "max_gap_ms",
+      "attribution",
+      "concurrency_mean",
+      "concurrency_max",
+      "card_joules",
     ]);
     expect(json.joules_per_1k_tokens).toBeCloseTo(1000, 9);
     expect(json.stages.generate.joules).toBeCloseTo(62, 9);

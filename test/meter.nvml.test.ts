@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fairShare } from "./fakes/fair-share.js";
 import { nativeReady } from "./fakes/paths.js";
 import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
 
@@ -209,7 +210,7 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
     within(e.joules, truthAbove(edges(m).open, edges(m).close));
   });
 
-  it("1,000 concurrent windows on one card are each correct", async () => {
+  it("1,000 concurrent windows on one card each measure the card correctly, and share it", async () => {
     const windows = Array.from({ length: 1000 }, async (_, i) => {
       const m = await Meter.forNode(node).open();
       await sleep(100 + (i % 50));
@@ -219,16 +220,39 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
       return m;
     });
     const done = await Promise.all(windows);
+    const truth = fairShare(
+      done.map((m) => {
+        const t = edges(m);
+        return { open: t.open, close: t.close, weights: [[t.open, 1]] };
+      }),
+      (a, b) => sc.energyJ(0, a, b),
+      IDLE_W,
+    );
     let worst = 0;
-    for (const m of done) {
+    let sum = 0;
+    done.forEach((m, i) => {
       const e = m.result();
       const t = edges(m);
-      const truth = truthAbove(t.open, t.close);
+      // The whole card over the window's own edges, as an exclusive window measures it.
+      const card = truthAbove(t.open, t.close);
+      if (e.method !== "sampled") console.log(e.reason);
       expect(e.method).toBe("sampled");
-      within(e.joules, truth);
-      worst = Math.max(worst, Math.abs((e.joules as number) - truth) / truth);
-    }
-    console.log(`1,000 concurrent windows: worst relative error ${(worst * 100).toFixed(3)}%`);
+      expect(e.attribution).toBe("shared");
+      within(e.cardJoules, card);
+      worst = Math.max(worst, Math.abs((e.cardJoules as number) - card) / card);
+      // Its share, against the exact weighted fair share, within its own bar.
+      const share = truth.shares[i] as number;
+      expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
+        (e.uncertaintyJoules as number) + Math.abs(share) * 0.01,
+      );
+      expect(e.concurrency?.max).toBeGreaterThan(1);
+      sum += e.joules as number;
+    });
+    // The shares add up to the card over the union of the windows.
+    expect(Math.abs(sum - truth.unionAbove)).toBeLessThanOrEqual(truth.unionAbove * 0.001 + STEP_J);
+    console.log(
+      `1,000 concurrent windows: worst relative error of the card figure ${(worst * 100).toFixed(3)}%`,
+    );
   });
 });
 

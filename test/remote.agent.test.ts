@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { fairShare } from "./fakes/fair-share.js";
 import { nativeReady, ROOT } from "./fakes/paths.js";
 import { type PythonAgent, startPythonAgent } from "./fakes/python-agent.js";
 import { type PowerPoint, Scenario, scenarioForThisProcess } from "./fakes/scenario.js";
@@ -180,13 +181,29 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
     const meters = await Promise.all(Array.from({ length: 50 }, () => Meter.forNode(node).open()));
     await sleep(1_000);
     await Promise.all(meters.map((m) => m.close()));
-    for (const m of meters) {
+    const shares = fairShare(
+      meters.map((m) => {
+        const t = edges(m);
+        return { open: t.open, close: t.close, weights: [[t.open, 1]] };
+      }),
+      (a, b) => sc.energyJ(0, a, b),
+      IDLE_W,
+    );
+    let sum = 0;
+    meters.forEach((m, i) => {
       const t = edges(m);
       const truth = truthAbove(sc, t.open, t.close);
       const e = m.result();
       expect(e.method).toBe("sampled");
-      expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(truth * 0.01 + STEP_J);
-    }
+      // Each measures the whole card over its edges, and is charged its share of it.
+      expect(Math.abs((e.cardJoules as number) - truth)).toBeLessThanOrEqual(truth * 0.01 + STEP_J);
+      const share = shares.shares[i] as number;
+      expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
+        (e.uncertaintyJoules as number) + share * 0.01,
+      );
+      sum += e.joules as number;
+    });
+    expect(Math.abs(sum - shares.unionAbove)).toBeLessThanOrEqual(shares.unionAbove * 0.001 + STEP_J);
   });
 
   it("reads memory and processes through the agent for contention and probeNode", async () => {

@@ -21,6 +21,7 @@ import { debug } from "../debug.js";
 import {
   type CardState,
   type Check,
+  type Failure,
   fail,
   OK,
   ok,
@@ -32,7 +33,7 @@ import { type EnergyWire, type PythonPower, parseEnergy, parsePower } from "../w
 import type { CardReader } from "./card.js";
 import { JsRing } from "./js-ring.js";
 import { counterStep, type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
-import type { Edge, Track } from "./track.js";
+import type { Edge, EdgeError, IntervalMeasurement, Track } from "./track.js";
 
 export const DEFAULT_TIMEOUT_MS = 500;
 export const DEFAULT_POLL_MS = 100;
@@ -514,6 +515,35 @@ export class RemoteTrack implements Track {
     return waits.length === 0 ? Promise.resolve() : Promise.all(waits).then(() => undefined);
   }
 
+  interval(from: Edge, to: Edge): IntervalMeasurement {
+    if (from instanceof RemoteEdge && to instanceof RemoteEdge) {
+      const checked = checkReadings(from, to);
+      if (!checked.ok) return checked;
+      return { ok: true, grossJoules: movedDifference(from, to, checked.a, checked.b, 0), spreadJoules: 0 };
+    }
+    if (!(from instanceof RemoteEdge) && !(to instanceof RemoteEdge) && this.polled !== null)
+      return this.polled.interval(from, to);
+    return this.span(from, to) as Failure;
+  }
+
+  edgeError(edge: Edge): EdgeError {
+    if (!(edge instanceof RemoteEdge)) {
+      if (this.polled !== null) return this.polled.edgeError(edge);
+      return fail(this.probeReason ?? `the giul-agent at ${this.base.href} was not reachable at the edge`);
+    }
+    const r = edge.reading;
+    if (r === null) return fail(edge.reason ?? "not settled");
+    if (r.power_w === null) return fail("the agent had no power reading at the edge");
+    const lead = (r.power_w * edge.leadNs) / 1e9;
+    if (r.energy_source !== "counter") return { ok: true, errJoules: r.interp_err_j + lead, lagJoules: 0 };
+    const step = counterStep(r.counter_step_ns, r.period_ns);
+    return {
+      ok: true,
+      errJoules: r.interp_err_j + lead + 0.001,
+      lagJoules: (r.power_w * (step.boundNs + r.read_ns)) / 1e9,
+    };
+  }
+
   span(from: Edge, to: Edge): SpanMeasurement {
     if (from instanceof RemoteEdge && to instanceof RemoteEdge) return exactSpan(from, to);
     if (from instanceof RemoteEdge || to instanceof RemoteEdge) {
@@ -532,21 +562,46 @@ export class RemoteTrack implements Track {
   }
 }
 
-function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
+/** Both edges have readings of one run of the agent's sampler, with no fault in between. */
+function checkReadings(
+  from: RemoteEdge,
+  to: RemoteEdge,
+): { readonly ok: true; readonly a: EnergyWire; readonly b: EnergyWire } | Failure {
   const a = from.reading;
   const b = to.reading;
-  if (a === null) return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
-  if (b === null) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
+  if (a === null) return fail(`opening edge: ${from.reason ?? "not settled"}`);
+  if (b === null) return fail(`closing edge: ${to.reason ?? "not settled"}`);
   if (a.energy_series !== b.energy_series) {
-    return { ok: false, reason: "the agent's sampler restarted inside the window (a new energy_series)" };
+    return fail("the agent's sampler restarted inside the window (a new energy_series)");
   }
   if (b.faults_after > a.faults_before) {
-    return {
-      ok: false,
-      reason:
-        "inside the window the agent's sampler recorded a fault (a counter reset or jump, or a failed read)",
-    };
+    return fail(
+      "inside the window the agent's sampler recorded a fault (a counter reset or jump, or a failed read)",
+    );
   }
+  return { ok: true, a, b };
+}
+
+/**
+ * The card's energy between two edges: the agent-side difference of the readings, each moved from
+ * the instant its request reached the agent back to its edge at the power it read (or `meanW`).
+ */
+function movedDifference(
+  from: RemoteEdge,
+  to: RemoteEdge,
+  a: EnergyWire,
+  b: EnergyWire,
+  meanW: number,
+): number {
+  const pa = a.power_w ?? meanW;
+  const pb = b.power_w ?? meanW;
+  return b.energy_j - a.energy_j - (pb * to.leadNs) / 1e9 + (pa * from.leadNs) / 1e9;
+}
+
+function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
+  const checked = checkReadings(from, to);
+  if (!checked.ok) return checked;
+  const { a, b } = checked;
   const agentNs = Number(BigInt(b.monotonic_ns) - BigInt(a.monotonic_ns));
   const step = counterStep(b.counter_step_ns, b.period_ns);
   if (b.energy_source === "counter" && agentNs < step.shortestNs) {
@@ -562,7 +617,7 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   const pa = a.power_w ?? meanW;
   const pb = b.power_w ?? meanW;
   // The readings are of the instants the requests reached the agent; move each to its edge.
-  const grossJ = rawJ - (pb * to.leadNs) / 1e9 + (pa * from.leadNs) / 1e9;
+  const grossJ = movedDifference(from, to, a, b, meanW);
   let uncertaintyJ = a.interp_err_j + b.interp_err_j + (pa * from.leadNs + pb * to.leadNs) / 1e9;
   let caveat: string | null = null;
   if (b.energy_source === "counter") {

@@ -1,5 +1,5 @@
 import { type BackendName, type Check, fail, OK, type Result, type SpanMeasurement } from "../measurement.js";
-import type { Edge, Track } from "./track.js";
+import type { Edge, EdgeError, IntervalMeasurement, Track } from "./track.js";
 
 /**
  * The window arithmetic shared by every sampling backend (the native thread's ring and the
@@ -132,6 +132,8 @@ class RingEdge implements Edge {
   powerMw = 0;
   /** Longest read among the two bracketing samples (ns). */
   readNs = 0;
+  /** Mean power between the two bracketing samples (mW): the slope of the column there. */
+  slopeMw = 0;
   deadline: number;
 
   constructor(tNs: bigint, ring: SampleRing, deadline: number) {
@@ -270,26 +272,15 @@ export class RingTrack implements Track {
     });
   }
 
-  span(from: Edge, to: Edge): SpanMeasurement {
-    if (!(from instanceof RingEdge) || !(to instanceof RingEdge)) {
-      return { ok: false, reason: this.openReason ?? "the sampler was not running at the window's edges" };
-    }
-    if (from.state !== RESOLVED)
-      return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
-    if (to.state !== RESOLVED) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
-    if (from.ring !== to.ring) return { ok: false, reason: "the sampler restarted inside the window" };
+  span(edgeFrom: Edge, edgeTo: Edge): SpanMeasurement {
+    // Settled, one run of the sampler, no fault in between (faults through the cumulative column).
+    const checked = this.checkPair(edgeFrom, edgeTo);
+    if (!checked.ok) return checked;
+    const from = edgeFrom as RingEdge;
+    const to = edgeTo as RingEdge;
     const ring = from.ring;
     const s = this.scratch;
     const seconds = (to.t - from.t) / 1e9;
-
-    // Faults between the samples that bracket the two edges: O(1) through the cumulative column.
-    const faultsBefore = this.readAt(ring, from.kA)?.faults;
-    const faultsAfter = this.readAt(ring, to.kB)?.faults;
-    if (faultsBefore === undefined || faultsAfter === undefined) {
-      return { ok: false, reason: "the window outlived the sampler's history" };
-    }
-    if (faultsAfter > faultsBefore)
-      return { ok: false, reason: this.describeFaults(ring, from.kA + 1, to.kB) };
 
     const step = counterStep(ring.counterStepNs(), ring.periodNs());
     const grossMj = to.value - from.value;
@@ -348,6 +339,80 @@ export class RingTrack implements Track {
       uncertaintyJoules: uncertaintyMj / 1000,
       caveat,
     };
+  }
+
+  /**
+   * Card energy between two settled edges however close together (for the per-card ledger): the
+   * difference of the column, and the errors that belong to the interval itself (the trapezoid's
+   * between samples, and averaging). The edges' own errors are {@link edgeError}'s.
+   */
+  interval(from: Edge, to: Edge): IntervalMeasurement {
+    const checked = this.checkPair(from, to);
+    if (!checked.ok) return checked;
+    const a = from as RingEdge;
+    const b = to as RingEdge;
+    let spreadMj = 0;
+    if (this.source.column === "integral") {
+      const ring = a.ring;
+      const s = this.scratch;
+      let pMin = Number.POSITIVE_INFINITY;
+      let pMax = Number.NEGATIVE_INFINITY;
+      let prevT = Number.NaN;
+      let prevP = Number.NaN;
+      for (let k = Math.max(a.kA, ring.head() - ring.capacity); k <= b.kB; k++) {
+        if (!ring.read(k, s)) continue;
+        if (!Number.isNaN(prevT)) spreadMj += (Math.abs(s.powerMw - prevP) * (s.t - prevT)) / 2e9;
+        prevT = s.t;
+        prevP = s.powerMw;
+        if (s.powerMw < pMin) pMin = s.powerMw;
+        if (s.powerMw > pMax) pMax = s.powerMw;
+      }
+      if (this.source.averagedPower && Number.isFinite(pMax))
+        spreadMj += ((pMax - pMin) * Math.min(1, (b.t - a.t) / 1e9)) / 2;
+    }
+    return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
+  }
+
+  /**
+   * How far the column's value at a settled edge can be from the truth (for the per-card ledger):
+   * the interpolation between the samples around it and the whole-mJ reads, either way; and for
+   * the counter, how much it can lag (its value is as of its last update, up to one step before
+   * the read, at the power around the edge).
+   */
+  edgeError(edge: Edge): EdgeError {
+    if (!(edge instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the edge" };
+    }
+    if (edge.state !== RESOLVED) return { ok: false, reason: edge.reason ?? "not settled" };
+    if (this.source.column !== "energy")
+      return { ok: true, errJoules: edge.interpErrMj() / 1000, lagJoules: 0 };
+    const ring = edge.ring;
+    const step = counterStep(ring.counterStepNs(), ring.periodNs());
+    const edgeMw = Math.max(edge.slopeMw, finiteOr0(edge.powerMw));
+    return {
+      ok: true,
+      errJoules: (edge.interpErrMj() + 1) / 1000,
+      lagJoules: (edgeMw * ((step.boundNs + edge.readNs) / 1e9)) / 1000,
+    };
+  }
+
+  /** The checks every pair of edges passes before it is measured: settled, one run, no fault. */
+  private checkPair(from: Edge, to: Edge): Check {
+    if (!(from instanceof RingEdge) || !(to instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the window's edges" };
+    }
+    if (from.state !== RESOLVED)
+      return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
+    if (to.state !== RESOLVED) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
+    if (from.ring !== to.ring) return { ok: false, reason: "the sampler restarted inside the window" };
+    const faultsBefore = this.readAt(from.ring, from.kA)?.faults;
+    const faultsAfter = this.readAt(from.ring, to.kB)?.faults;
+    if (faultsBefore === undefined || faultsAfter === undefined) {
+      return { ok: false, reason: "the window outlived the sampler's history" };
+    }
+    if (faultsAfter > faultsBefore)
+      return { ok: false, reason: this.describeFaults(from.ring, from.kA + 1, to.kB) };
+    return OK;
   }
 
   /**
@@ -481,6 +546,7 @@ export class RingTrack implements Track {
     e.readNs = Math.max(readB, s.readNs);
     const span = tB - s.t;
     e.value = span > 0 ? vA + ((vB - vA) * (e.t - s.t)) / span : vB;
+    e.slopeMw = span > 0 ? ((vB - vA) / span) * 1e9 : 0;
     e.state = RESOLVED;
   }
 

@@ -1,4 +1,4 @@
-import type { BackendName, Check, SpanMeasurement } from "../measurement.js";
+import { type BackendName, type Check, type Failure, fail, type SpanMeasurement } from "../measurement.js";
 
 /**
  * An instant at which a window (or stage) starts or ends. A track captures it at once and
@@ -23,8 +23,79 @@ export interface Track {
   settle(edges: readonly Edge[]): Promise<void>;
   /** Card energy between two settled edges, idle included, with its quality. */
   span(from: Edge, to: Edge): SpanMeasurement;
+  /**
+   * Card energy between two settled edges however close together, idle included, with its bound:
+   * what the per-card ledger splits among overlapping windows. Unlike span() there is no "shorter
+   * than the counter's step" rule (the bound covers a short interval).
+   */
+  interval(from: Edge, to: Edge): IntervalMeasurement;
+  /** How far the card's cumulative energy at a settled edge can be from the truth (for the ledger). */
+  edgeError(edge: Edge): EdgeError;
   /** A window starts using the track (and asks for a sampling period, ms). */
   retain(periodMs: number): void;
   /** A window stops using the track. */
   release(): void;
+}
+
+/** Card energy over one interval between two edges (see Track.interval). */
+export type IntervalMeasurement =
+  | {
+      readonly ok: true;
+      /** The card's energy between the edges, idle included (J). */
+      readonly grossJoules: number;
+      /** Bound on the errors of the interval itself (trapezoid between samples, averaging), J. */
+      readonly spreadJoules: number;
+    }
+  | Failure;
+
+/** The error of the card's cumulative energy at one edge (see Track.edgeError). */
+export type EdgeError =
+  | {
+      readonly ok: true;
+      /** The value can be this far off either way (interpolation, quantisation, timing), J. */
+      readonly errJoules: number;
+      /** … and this much lower than the truth: a counter's value lags, J (0 when it cannot). */
+      readonly lagJoules: number;
+    }
+  | Failure;
+
+/**
+ * The track of a card that cannot be metered (the `none` backend): edges are instants, and every
+ * span says why there is no measurement. Keeps the Meter free of "no track" special cases.
+ */
+export class NullTrack implements Track {
+  readonly backend: BackendName = "none";
+  private readonly failure: Failure;
+
+  constructor(reason: string) {
+    this.failure = fail(reason);
+  }
+
+  ready(): Promise<Check> {
+    return Promise.resolve(this.failure);
+  }
+
+  edge(): Edge {
+    return { tNs: process.hrtime.bigint() };
+  }
+
+  settle(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  span(): SpanMeasurement {
+    return this.failure;
+  }
+
+  interval(): IntervalMeasurement {
+    return this.failure;
+  }
+
+  edgeError(): EdgeError {
+    return this.failure;
+  }
+
+  retain(): void {}
+
+  release(): void {}
 }

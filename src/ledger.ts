@@ -1,0 +1,381 @@
+/**
+ * The per-card ledger: every window open on a card in this JavaScript environment, with its weight,
+ * and the one place where the card's energy is split among overlapping windows.
+ *
+ * It is the virtual time of weighted fair queueing. Every change of the set of windows or of their
+ * weights (an open, a close, a setWeight) and every stage mark is an *event*, taken as an edge of
+ * the card's track. Between two consecutive events the total weight W is constant, so the card's
+ * energy above idle over that interval — measured once for the card, idle subtracted once — is
+ * split in proportion to weight: it advances the accumulator
+ *
+ *     V += (E(t₂) − E(t₁) − idleW × (t₂ − t₁)) / W
+ *
+ * and a window of weight w is charged w × (V at its end − V at its start), piecewise where its
+ * weight changed. Every event is O(1) (O(log n) for the concurrency maximum), whatever the number of
+ * windows open; the shares of the windows add up to the card's energy above idle over their union.
+ *
+ * The bound is apportioned like the energy, with accumulators of the same kind. The card's
+ * cumulative energy at each event is off by that edge's error ε: a window's share is off by
+ * Σ Δc × ε over the events of its life, where c = w / W is its coefficient and Δc its change at the
+ * event — for another window's event w × Δ(1/W), for its own the jump of its own coefficient. So
+ * each event adds |Δ(1/W)| × (its two-sided error) to one accumulator and, because a counter's value
+ * can only lag, Δ(1/W) × (its lag) to one of two one-sided accumulators by the sign of Δ(1/W): a
+ * window's lag error lies between minus the positive sum and the negative sum, so its bar takes
+ * the larger of the two, not both. Errors of an interval itself (a trapezoid between samples,
+ * averaging) are divided by W like the energy. An interval that could not be measured (a fault, a
+ * restart, an edge with no sample) is counted: a window whose life includes one has no share, with
+ * the reason.
+ */
+import type { Edge, Track } from "./backends/track.js";
+import { aboveIdle, type Concurrency } from "./energy.js";
+import { GiulError } from "./errors.js";
+import type { Failure } from "./measurement.js";
+
+/** One instant at which the windows on a card, or their weights, changed (or a stage ended). */
+export class LedgerEvent {
+  readonly edge: Edge;
+  readonly seq: number;
+  /** Total weight on the card just before and just after this event. */
+  readonly weightBefore: number;
+  readonly weightAfter: number;
+  /** Windows open on the card just after this event. */
+  readonly countAfter: number;
+  /** ∫ windows open dt up to this event (windows × ns). */
+  readonly countNs: number;
+  /** Set once the interval ending here has been accounted. */
+  resolved = false;
+  /** Energy above idle per unit weight, cumulative (J). */
+  v = 0;
+  /** Errors of intervals themselves per unit weight, cumulative (J). */
+  u = 0;
+  /** Σ |Δ(1/W)| × two-sided edge error, cumulative, and this event's own term (J). */
+  e2 = 0;
+  e2Term = 0;
+  /** Σ max(0, ±Δ(1/W)) × edge lag, cumulative, and this event's own terms (J). */
+  lagUp = 0;
+  lagUpTerm = 0;
+  lagDown = 0;
+  lagDownTerm = 0;
+  /** This event's edge errors (J), or why they are not known. */
+  err = 0;
+  lag = 0;
+  edgeFailure: string | null = null;
+  /** Card energy above idle over the intervals with a window open, cumulative (J). */
+  card = 0;
+  /** Intervals that could not be measured, cumulative. */
+  broken = 0;
+  /** Why the latest of them could not be measured. */
+  brokenReason: string | null = null;
+
+  constructor(
+    edge: Edge,
+    seq: number,
+    weightBefore: number,
+    weightAfter: number,
+    countAfter: number,
+    countNs: number,
+  ) {
+    this.edge = edge;
+    this.seq = seq;
+    this.weightBefore = weightBefore;
+    this.weightAfter = weightAfter;
+    this.countAfter = countAfter;
+    this.countNs = countNs;
+  }
+}
+
+/** What a window was charged between two of its own events. */
+export type ShareResult =
+  | {
+      readonly ok: true;
+      /** Its share of the card's energy above idle (J). */
+      readonly aboveJoules: number;
+      /** Its bound (J). */
+      readonly uncertaintyJoules: number;
+    }
+  | Failure;
+
+/**
+ * One window's entries in its card's ledger: its events in order, each with the window's weight
+ * from that event on.
+ */
+export class LedgerWindow {
+  readonly events: LedgerEvent[] = [];
+  /** The window's own weight after each of its events (0 after the close). */
+  readonly weights: number[] = [];
+  weight: number;
+  constructor(weight: number) {
+    this.weight = weight;
+  }
+}
+
+const MAX_PENDING_BEFORE_COMPACT = 4096;
+
+/** The ledger of one card (one track) in this environment. */
+export class CardLedger {
+  readonly track: Track;
+  /** The idle floor every window on the card shares, while any is open. */
+  private idleW: number | null = null;
+  private weight = 0;
+  private count = 0;
+  private seq = 0;
+  private lastNs = 0n;
+  private countNs = 0;
+  /** The newest event that has been accounted (its interval measured). */
+  private resolvedTail: LedgerEvent | null = null;
+  /** Events not yet accounted, oldest first, from index `head`. */
+  private pending: LedgerEvent[] = [];
+  private head = 0;
+  /**
+   * Monotonic stack for the concurrency maximum: (seq, countAfter) with counts strictly decreasing
+   * from bottom to top, so the maximum over events [a, newest] is the first entry with seq ≥ a.
+   */
+  private stackSeq: number[] = [];
+  private stackCount: number[] = [];
+
+  constructor(track: Track) {
+    this.track = track;
+  }
+
+  /** Windows open on the card now. */
+  get open(): number {
+    return this.count;
+  }
+
+  /**
+   * A window opens with `weight`: the opening edge is taken now. Throws GiulError naming idleW when
+   * a window of another node with a different idle floor is open on the same card.
+   */
+  openWindow(weight: number, idleW: number): LedgerWindow {
+    if (this.count > 0 && this.idleW !== null && this.idleW !== idleW) {
+      throw new GiulError(
+        "INVALID_NODE",
+        `idleW: ${idleW} W, but windows open on the same card charge its idle as ${this.idleW} W; ` +
+          "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
+        { field: "idleW" },
+      );
+    }
+    this.idleW = idleW;
+    const w = new LedgerWindow(weight);
+    this.append(w, weight, 1, weight);
+    return w;
+  }
+
+  /** A stage ends (no change of weight): its edge is taken now. */
+  mark(w: LedgerWindow): LedgerEvent {
+    return this.append(w, 0, 0, w.weight);
+  }
+
+  /** The window's weight changes from now on. */
+  setWeight(w: LedgerWindow, weight: number): LedgerEvent {
+    const delta = weight - w.weight;
+    w.weight = weight;
+    return this.append(w, delta, 0, weight);
+  }
+
+  /** The window closes: its closing edge is taken now. */
+  closeWindow(w: LedgerWindow): LedgerEvent {
+    const delta = -w.weight;
+    w.weight = 0;
+    return this.append(w, delta, -1, 0);
+  }
+
+  /** Most windows open at once between `from` and the newest event (itself included). */
+  maxCountSince(from: LedgerEvent): number {
+    const seqs = this.stackSeq;
+    let lo = 0;
+    let hi = seqs.length - 1;
+    if (hi < 0) return 0;
+    // The first entry with seq ≥ from.seq.
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((seqs[mid] as number) >= from.seq) hi = mid;
+      else lo = mid + 1;
+    }
+    return (seqs[lo] as number) >= from.seq ? (this.stackCount[lo] as number) : 0;
+  }
+
+  /** Time-weighted mean of windows open between two events. */
+  static meanCount(from: LedgerEvent, to: LedgerEvent): number {
+    const dt = Number(to.edge.tNs - from.edge.tNs);
+    return dt > 0 ? (to.countNs - from.countNs) / dt : from.countAfter;
+  }
+
+  /**
+   * Resolves once every event up to `event` has been accounted (or could not be: then the
+   * intervals are counted broken). Never rejects.
+   */
+  async settleThrough(event: LedgerEvent): Promise<void> {
+    if (event.resolved) return;
+    const edges: Edge[] = [];
+    for (let i = this.head; i < this.pending.length; i++) {
+      const e = this.pending[i] as LedgerEvent;
+      edges.push(e.edge);
+      if (e === event) break;
+    }
+    try {
+      await this.track.settle(edges);
+    } catch {
+      // settle() never rejects; whatever it could not settle is measured as broken below.
+    }
+    this.account(event);
+  }
+
+  /**
+   * What a window was charged between two of its own events (indices into `w.events`): the whole
+   * window (open to close) or one stage (mark to mark), with its bound. Both events accounted.
+   */
+  share(w: LedgerWindow, fromIndex: number, toIndex: number): ShareResult {
+    const from = w.events[fromIndex] as LedgerEvent;
+    const to = w.events[toIndex] as LedgerEvent;
+    if (!to.resolved || !from.resolved) return { ok: false, reason: "the window's edges were not settled" };
+    if (to.broken !== from.broken) {
+      return { ok: false, reason: to.brokenReason ?? "part of the window could not be measured" };
+    }
+    let above = 0;
+    let spread = 0;
+    let twoSided = 0;
+    let up = 0;
+    let down = 0;
+    let before = 0; // the window's coefficient w / W just before the event
+    for (let i = fromIndex; i <= toIndex; i++) {
+      const e = w.events[i] as LedgerEvent;
+      if (e.edgeFailure !== null) return { ok: false, reason: e.edgeFailure };
+      const weight = w.weights[i] as number;
+      // Its own event: the jump of its coefficient (from 0 at the span's start, to 0 at its end).
+      const after = i === toIndex ? 0 : weight * inverse(e.weightAfter);
+      const jump = after - before;
+      twoSided += Math.abs(jump) * e.err;
+      if (jump > 0) up += jump * e.lag;
+      else down -= jump * e.lag;
+      if (i === toIndex) break;
+      // Then the intervals and other windows' events up to its next event, at its weight.
+      const next = w.events[i + 1] as LedgerEvent;
+      above += weight * (next.v - e.v);
+      spread += weight * (next.u - e.u);
+      twoSided += weight * (next.e2 - next.e2Term - e.e2);
+      up += weight * (next.lagUp - next.lagUpTerm - e.lagUp);
+      down += weight * (next.lagDown - next.lagDownTerm - e.lagDown);
+      before = weight * inverse(next.weightBefore);
+    }
+    return { ok: true, aboveJoules: above, uncertaintyJoules: spread + twoSided + Math.max(up, down) };
+  }
+
+  /** The card's energy above idle over the intervals with a window open, between two events. */
+  static cardBetween(from: LedgerEvent, to: LedgerEvent): number {
+    return to.card - from.card;
+  }
+
+  /**
+   * Windows open on the card between two events (itself included): the time-weighted mean, and the
+   * most at once. Exact when `to` is the newest event, so call it right after appending `to`.
+   */
+  concurrency(from: LedgerEvent, to: LedgerEvent): Concurrency {
+    return { mean: CardLedger.meanCount(from, to), max: this.maxCountSince(from) };
+  }
+
+  private append(w: LedgerWindow, deltaWeight: number, deltaCount: number, ownAfter: number): LedgerEvent {
+    const edge = this.track.edge();
+    const t = edge.tNs;
+    if (this.seq > 0 && t > this.lastNs) this.countNs += this.count * Number(t - this.lastNs);
+    this.lastNs = t > this.lastNs ? t : this.lastNs;
+    const weightBefore = this.weight;
+    this.count += deltaCount;
+    // Floating-point sums of weights drift: an empty card has exactly no weight.
+    this.weight = this.count === 0 ? 0 : this.weight + deltaWeight;
+    const event = new LedgerEvent(edge, this.seq++, weightBefore, this.weight, this.count, this.countNs);
+    this.pending.push(event);
+    w.events.push(event);
+    w.weights.push(ownAfter);
+    const seqs = this.stackSeq;
+    const counts = this.stackCount;
+    while (counts.length > 0 && (counts[counts.length - 1] as number) <= this.count) {
+      counts.pop();
+      seqs.pop();
+    }
+    seqs.push(event.seq);
+    counts.push(this.count);
+    return event;
+  }
+
+  /** Accounts the intervals of every pending event up to `last`, in order. */
+  private account(last: LedgerEvent): void {
+    while (this.head < this.pending.length) {
+      const e = this.pending[this.head] as LedgerEvent;
+      // Another window's close may have accounted past `last` while this one awaited its edges.
+      if (e.seq > last.seq) break;
+      this.head += 1;
+      this.accountOne(e, this.resolvedTail);
+      this.resolvedTail = e;
+      if (e === last) break;
+    }
+    if (this.head >= MAX_PENDING_BEFORE_COMPACT && this.head * 2 >= this.pending.length) {
+      this.pending = this.pending.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  private accountOne(e: LedgerEvent, prev: LedgerEvent | null): void {
+    if (prev !== null) {
+      e.v = prev.v;
+      e.u = prev.u;
+      e.e2 = prev.e2;
+      e.lagUp = prev.lagUp;
+      e.lagDown = prev.lagDown;
+      e.card = prev.card;
+      e.broken = prev.broken;
+      e.brokenReason = prev.brokenReason;
+      const weight = prev.weightAfter;
+      if (weight > 0) {
+        // The interval since the previous event: measured once for the card, idle subtracted once.
+        const m = this.track.interval(prev.edge, e.edge);
+        if (m.ok) {
+          const seconds = Number(e.edge.tNs - prev.edge.tNs) / 1e9;
+          const above = aboveIdle(m.grossJoules, this.idleW ?? 0, seconds);
+          e.v += above / weight;
+          e.u += m.spreadJoules / weight;
+          e.card += above;
+        } else {
+          e.broken += 1;
+          e.brokenReason = m.reason;
+        }
+      }
+    }
+    const error = this.track.edgeError(e.edge);
+    if (error.ok) {
+      e.err = error.errJoules;
+      e.lag = error.lagJoules;
+      const d = inverse(e.weightAfter) - inverse(e.weightBefore);
+      e.e2Term = Math.abs(d) * e.err;
+      e.lagUpTerm = d > 0 ? d * e.lag : 0;
+      e.lagDownTerm = d < 0 ? -d * e.lag : 0;
+      e.e2 += e.e2Term;
+      e.lagUp += e.lagUpTerm;
+      e.lagDown += e.lagDownTerm;
+    } else {
+      e.edgeFailure = error.reason;
+      if (e.weightBefore > 0 && e.weightAfter > 0) {
+        // Other windows open across this event cannot bound their shares either.
+        e.broken += 1;
+        e.brokenReason = error.reason;
+      }
+    }
+    e.resolved = true;
+  }
+}
+
+function inverse(weight: number): number {
+  return weight > 0 ? 1 / weight : 0;
+}
+
+const ledgers = new WeakMap<Track, CardLedger>();
+
+/** The ledger of a card: one per track (the selection shares one track per card). */
+export function ledgerFor(track: Track): CardLedger {
+  let ledger = ledgers.get(track);
+  if (ledger === undefined) {
+    ledger = new CardLedger(track);
+    ledgers.set(track, ledger);
+  }
+  return ledger;
+}
