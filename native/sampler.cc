@@ -302,7 +302,7 @@ void Sampler::TrackCounter(TickReads& reads, int64_t t) {
     if (change_seen_) {
       // The previous change happened after before_change_t_, this one by t: the true rate is at
       // least delta / (t - before_change_t_), so this never flags a slow staircase.
-      double delta = static_cast<double>(energy - prev_energy_);
+      auto delta = static_cast<double>(energy - prev_energy_);
       if (delta > kMaxMjPerNs * static_cast<double>(t - before_change_t_)) {
         reads.flags |= SampleFlag::kCounterJump;
       }
