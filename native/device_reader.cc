@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <string>
 
 #include "monotonic_clock.h"
 
@@ -64,6 +66,165 @@ RawProcess EntryAt(const std::vector<unsigned char>& buffer, size_t entry_size, 
   return out;
 }
 
+// ---- ReadInfo's table ----------------------------------------------------------------------
+
+/// What the reads fill: the contract's fields, and the two power readings powerW is chosen from.
+struct InfoReadings {
+  DeviceInfoData info;
+  std::optional<double> instant_mw;
+  std::optional<double> usage_mw;
+};
+
+/// How one read ended: answered (its fields are set), failed (in the row's symbol unless another
+/// call is named), or neither, with a note saying why its fields stay empty.
+struct Outcome {
+  enum class Kind { kAnswered, kFailed, kNote };
+  Kind kind = Kind::kAnswered;
+  nvml::Return r = nvml::kSuccess;
+  const char* call = nullptr;
+  std::string note;
+};
+
+Outcome Answered() { return {}; }
+Outcome FailedWith(nvml::Return r, const char* call = nullptr) {
+  return {Outcome::Kind::kFailed, r, call, {}};
+}
+Outcome NoteThat(std::string why) {
+  return {Outcome::Kind::kNote, nvml::kSuccess, nullptr, std::move(why)};
+}
+
+/// One row of ReadInfo: the fields it fills (their keys in `notes`), the symbol it calls (named
+/// in the note when the library lacks it or the call fails), whether the library has it, and the
+/// read, which calls NVML and on success sets the fields.
+struct InfoRead {
+  std::span<const char* const> fields;
+  const char* symbol;
+  bool (*present)(const NvmlLibrary& lib);
+  Outcome (*read)(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out);
+};
+
+Outcome ReadName(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  nvml::Return r = nvml::kSuccess;
+  out.info.name = ReadString(lib.get_name, device, nvml::kNameBufferSize, &r);
+  return out.info.name ? Answered() : FailedWith(r);
+}
+
+Outcome ReadUuid(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  nvml::Return r = nvml::kSuccess;
+  out.info.uuid = ReadString(lib.get_uuid, device, nvml::kUuidBufferSize, &r);
+  return out.info.uuid ? Answered() : FailedWith(r);
+}
+
+template <typename Memory>
+void SetMemory(const Memory& memory, DeviceInfoData& info) {
+  info.memory_total_mib = Mib(memory.total);
+  info.memory_used_mib = Mib(memory.used);
+  info.memory_free_mib = Mib(memory.free);
+}
+
+Outcome ReadMemory(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  // _v2 (whose `used` excludes reserved memory) first, v1 when the driver refuses _v2.
+  if (lib.get_memory_v2 != nullptr) {
+    nvml::MemoryV2 memory{};
+    memory.version = nvml::kMemoryV2Version;
+    nvml::Return r = lib.get_memory_v2(device, &memory);
+    if (r == nvml::kSuccess) {
+      SetMemory(memory, out.info);
+      return Answered();
+    }
+    if (lib.get_memory_v1 == nullptr ||
+        (r != nvml::kFunctionNotFound && r != nvml::kArgumentVersionMismatch &&
+         r != nvml::kInvalidArgument)) {
+      return FailedWith(r, "nvmlDeviceGetMemoryInfo_v2");  // answered: do not ask v1 as well
+    }
+  }
+  nvml::MemoryV1 memory{};
+  nvml::Return r = lib.get_memory_v1(device, &memory);
+  if (r != nvml::kSuccess) {
+    return FailedWith(r);
+  }
+  SetMemory(memory, out.info);
+  return Answered();
+}
+
+Outcome ReadUtilization(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  nvml::Utilization utilization{};
+  nvml::Return r = lib.get_utilization(device, &utilization);
+  if (r != nvml::kSuccess) {
+    return FailedWith(r);
+  }
+  out.info.utilization_pct = utilization.gpu;
+  return Answered();
+}
+
+Outcome ReadEnergyCounter(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  unsigned long long energy = 0;
+  nvml::Return r = lib.get_energy(device, &energy);
+  out.info.energy_counter = r == nvml::kSuccess;
+  return out.info.energy_counter ? Answered() : FailedWith(r);
+}
+
+Outcome ReadInstantPower(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  nvml::FieldValue field{};
+  field.fieldId = nvml::kFieldPowerInstant;
+  field.scopeId = 0;
+  nvml::Return r = lib.get_field_values(device, 1, &field);
+  if (r != nvml::kSuccess) {
+    return FailedWith(r);
+  }
+  if (field.nvmlReturn != nvml::kSuccess) {
+    return FailedWith(field.nvmlReturn, "nvmlDeviceGetFieldValues(186)");
+  }
+  double value = 0;
+  if (!nvml::DecodeFieldValue(field, &value)) {
+    return NoteThat("field 186 came back with unknown valueType " +
+                    std::to_string(static_cast<int>(field.valueType)));
+  }
+  out.instant_mw = value;
+  out.info.instant_power = true;
+  return Answered();
+}
+
+Outcome ReadPowerUsage(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  unsigned int power = 0;
+  nvml::Return r = lib.get_power_usage(device, &power);
+  if (r != nvml::kSuccess) {
+    return FailedWith(r);
+  }
+  out.usage_mw = power;
+  out.info.power_usage = true;
+  return Answered();
+}
+
+constexpr const char* kNameField[] = {"name"};
+constexpr const char* kUuidField[] = {"uuid"};
+constexpr const char* kMemoryFields[] = {"memoryTotalMib", "memoryUsedMib", "memoryFreeMib"};
+constexpr const char* kUtilizationField[] = {"utilizationPct"};
+constexpr const char* kEnergyCounterField[] = {"energyCounter"};
+constexpr const char* kInstantPowerField[] = {"instantPower"};
+constexpr const char* kPowerUsageField[] = {"powerUsage"};
+
+/// ReadInfo's reads, in the order they are made (and their notes written).
+constexpr InfoRead kInfoReads[] = {
+    {kNameField, "nvmlDeviceGetName",
+     [](const NvmlLibrary& lib) { return lib.get_name != nullptr; }, ReadName},
+    {kUuidField, "nvmlDeviceGetUUID",
+     [](const NvmlLibrary& lib) { return lib.get_uuid != nullptr; }, ReadUuid},
+    {kMemoryFields, "nvmlDeviceGetMemoryInfo",
+     [](const NvmlLibrary& lib) {
+       return lib.get_memory_v2 != nullptr || lib.get_memory_v1 != nullptr;
+     },
+     ReadMemory},
+    {kUtilizationField, "nvmlDeviceGetUtilizationRates",
+     [](const NvmlLibrary& lib) { return lib.get_utilization != nullptr; }, ReadUtilization},
+    {kEnergyCounterField, "nvmlDeviceGetTotalEnergyConsumption",
+     [](const NvmlLibrary& lib) { return lib.get_energy != nullptr; }, ReadEnergyCounter},
+    {kInstantPowerField, "nvmlDeviceGetFieldValues",
+     [](const NvmlLibrary& lib) { return lib.get_field_values != nullptr; }, ReadInstantPower},
+    {kPowerUsageField, "nvmlDeviceGetPowerUsage",
+     [](const NvmlLibrary& lib) { return lib.get_power_usage != nullptr; }, ReadPowerUsage},
+};
+
 }  // namespace
 
 DeviceReader::DeviceReader(std::shared_ptr<const NvmlLibrary> library)
@@ -100,141 +261,52 @@ Result<DeviceInfoData> DeviceReader::ReadInfo(unsigned int index) const {
   }
   nvml::Device device = std::get<nvml::Device>(handle);
   const NvmlLibrary& lib = *library_;
-  DeviceInfoData out;
+  InfoReadings readings;
+  DeviceInfoData& out = readings.info;
   out.index = index;
   std::optional<Failure> lost;
-  auto note = [&](const char* field, std::string why) {
-    out.notes.emplace_back(field, std::move(why));
-  };
-  auto failed = [&](const char* field, const char* symbol, nvml::Return r) {
-    if (IsLost(r) && !lost) {
-      lost = Failure::FromNvml(r, std::string(symbol) + " on GPU " + std::to_string(index));
+  auto note = [&](std::span<const char* const> fields, const std::string& why) {
+    for (const char* field : fields) {
+      out.notes.emplace_back(field, why);
     }
-    note(field, Failed(symbol, r));
   };
 
-  nvml::Return r = nvml::kSuccess;
-  if (lib.get_name == nullptr) {
-    note("name", Missing("nvmlDeviceGetName"));
-  } else if (!(out.name = ReadString(lib.get_name, device, nvml::kNameBufferSize, &r))) {
-    failed("name", "nvmlDeviceGetName", r);
-  }
-  if (lib.get_uuid == nullptr) {
-    note("uuid", Missing("nvmlDeviceGetUUID"));
-  } else if (!(out.uuid = ReadString(lib.get_uuid, device, nvml::kUuidBufferSize, &r))) {
-    failed("uuid", "nvmlDeviceGetUUID", r);
-  }
-
-  // Memory: _v2 (whose `used` excludes reserved memory) first, v1 when the driver refuses _v2.
-  bool memory_read = false;
-  if (lib.get_memory_v2 != nullptr) {
-    nvml::MemoryV2 memory{};
-    memory.version = nvml::kMemoryV2Version;
-    r = lib.get_memory_v2(device, &memory);
-    if (r == nvml::kSuccess) {
-      out.memory_total_mib = Mib(memory.total);
-      out.memory_used_mib = Mib(memory.used);
-      out.memory_free_mib = Mib(memory.free);
-      memory_read = true;
-    } else if (lib.get_memory_v1 == nullptr ||
-               (r != nvml::kFunctionNotFound && r != nvml::kArgumentVersionMismatch &&
-                r != nvml::kInvalidArgument)) {
-      for (const char* field : {"memoryTotalMib", "memoryUsedMib", "memoryFreeMib"}) {
-        failed(field, "nvmlDeviceGetMemoryInfo_v2", r);
-      }
-      memory_read = true;  // answered (with an error): do not ask v1 as well
+  for (const InfoRead& row : kInfoReads) {
+    if (!row.present(lib)) {
+      note(row.fields, Missing(row.symbol));
+      continue;
     }
-  }
-  if (!memory_read) {
-    if (lib.get_memory_v1 == nullptr) {
-      for (const char* field : {"memoryTotalMib", "memoryUsedMib", "memoryFreeMib"}) {
-        note(field, Missing("nvmlDeviceGetMemoryInfo"));
-      }
-    } else {
-      nvml::MemoryV1 memory{};
-      r = lib.get_memory_v1(device, &memory);
-      if (r == nvml::kSuccess) {
-        out.memory_total_mib = Mib(memory.total);
-        out.memory_used_mib = Mib(memory.used);
-        out.memory_free_mib = Mib(memory.free);
-      } else {
-        for (const char* field : {"memoryTotalMib", "memoryUsedMib", "memoryFreeMib"}) {
-          failed(field, "nvmlDeviceGetMemoryInfo", r);
+    Outcome outcome = row.read(lib, device, readings);
+    switch (outcome.kind) {
+      case Outcome::Kind::kAnswered:
+        break;
+      case Outcome::Kind::kFailed: {
+        const char* call = outcome.call != nullptr ? outcome.call : row.symbol;
+        if (IsLost(outcome.r) && !lost) {
+          lost =
+              Failure::FromNvml(outcome.r, std::string(call) + " on GPU " + std::to_string(index));
         }
+        note(row.fields, Failed(call, outcome.r));
+        break;
       }
+      case Outcome::Kind::kNote:
+        note(row.fields, outcome.note);
+        break;
     }
   }
 
-  if (lib.get_utilization == nullptr) {
-    note("utilizationPct", Missing("nvmlDeviceGetUtilizationRates"));
+  if (readings.instant_mw) {
+    out.power_w = *readings.instant_mw / 1000.0;
+  } else if (readings.usage_mw) {
+    out.power_w = *readings.usage_mw / 1000.0;
   } else {
-    nvml::Utilization utilization{};
-    r = lib.get_utilization(device, &utilization);
-    if (r == nvml::kSuccess) {
-      out.utilization_pct = utilization.gpu;
-    } else {
-      failed("utilizationPct", "nvmlDeviceGetUtilizationRates", r);
-    }
-  }
-
-  if (lib.get_energy == nullptr) {
-    note("energyCounter", Missing("nvmlDeviceGetTotalEnergyConsumption"));
-  } else {
-    unsigned long long energy = 0;
-    r = lib.get_energy(device, &energy);
-    out.energy_counter = r == nvml::kSuccess;
-    if (!out.energy_counter) {
-      failed("energyCounter", "nvmlDeviceGetTotalEnergyConsumption", r);
-    }
-  }
-
-  std::optional<double> instant_mw;
-  if (lib.get_field_values == nullptr) {
-    note("instantPower", Missing("nvmlDeviceGetFieldValues"));
-  } else {
-    nvml::FieldValue field{};
-    field.fieldId = nvml::kFieldPowerInstant;
-    field.scopeId = 0;
-    r = lib.get_field_values(device, 1, &field);
-    double value = 0;
-    if (r != nvml::kSuccess) {
-      failed("instantPower", "nvmlDeviceGetFieldValues", r);
-    } else if (field.nvmlReturn != nvml::kSuccess) {
-      failed("instantPower", "nvmlDeviceGetFieldValues(186)", field.nvmlReturn);
-    } else if (!nvml::DecodeFieldValue(field, &value)) {
-      note("instantPower", "field 186 came back with unknown valueType " +
-                               std::to_string(static_cast<int>(field.valueType)));
-    } else {
-      instant_mw = value;
-      out.instant_power = true;
-    }
-  }
-
-  std::optional<double> usage_mw;
-  if (lib.get_power_usage == nullptr) {
-    note("powerUsage", Missing("nvmlDeviceGetPowerUsage"));
-  } else {
-    unsigned int power = 0;
-    r = lib.get_power_usage(device, &power);
-    if (r == nvml::kSuccess) {
-      usage_mw = power;
-      out.power_usage = true;
-    } else {
-      failed("powerUsage", "nvmlDeviceGetPowerUsage", r);
-    }
-  }
-  if (instant_mw) {
-    out.power_w = *instant_mw / 1000.0;
-  } else if (usage_mw) {
-    out.power_w = *usage_mw / 1000.0;
-  } else {
-    note("powerW", "neither field 186 nor nvmlDeviceGetPowerUsage answered");
+    out.notes.emplace_back("powerW", "neither field 186 nor nvmlDeviceGetPowerUsage answered");
   }
 
   if (lost) {
     return *lost;
   }
-  return out;
+  return std::move(readings.info);
 }
 
 Result<ProcessListData> DeviceReader::ReadProcesses(unsigned int index) const {

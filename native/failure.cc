@@ -22,7 +22,7 @@ Failure Failure::FromNvml(int nvml_return, const std::string& what) {
   } else if (nvml_return == nvml::kNoPermission) {
     reason += "; the process lacks permission (containers and MIG may need privileges)";
   }
-  return Failure(code, nvml_return, std::move(reason));
+  return {code, nvml_return, std::move(reason)};
 }
 
 const char* Failure::CodeName(Code code) {

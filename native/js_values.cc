@@ -18,7 +18,7 @@ Napi::Value OrNull(Napi::Env env, const std::optional<T>& value) {
 }
 
 Napi::Object Freeze(Napi::Env env, Napi::Object object) {
-  Napi::Object object_ctor = env.Global().Get("Object").As<Napi::Object>();
+  auto object_ctor = env.Global().Get("Object").As<Napi::Object>();
   object_ctor.Get("freeze").As<Napi::Function>().Call(object_ctor, {object});
   return object;
 }

@@ -1,6 +1,6 @@
 #include "monotonic_clock.h"
 
-#include <time.h>
+#include <time.h>  // NOLINT(modernize-deprecated-headers): clock_gettime is POSIX, not <ctime>
 
 namespace giul {
 

@@ -1,5 +1,6 @@
 #include "nvml_library.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -179,14 +180,13 @@ NvmlLibrary::Outcome NvmlLibrary::LoadOnce() {
       lib->Resolve("count", {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}));
   lib->get_handle = reinterpret_cast<nvml::GetHandleByIndexFn>(
       lib->Resolve("handle", {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}));
-  for (auto& [feature, symbol] : lib->info_.symbols) {
-    if (!symbol) {
-      return Failure(
-          Failure::Code::kSymbolNotFound, std::nullopt,
-          path + " has no symbol for '" + feature +
-              "' (tried the _v2 and unversioned names): it is not a usable NVML library. "
-              "Point GIUL_NVML_LIBRARY at the driver's libnvidia-ml.so.1.");
-    }
+  const auto& symbols = lib->info_.symbols;
+  auto missing = std::ranges::find_if(symbols, [](const auto& entry) { return !entry.second; });
+  if (missing != symbols.end()) {
+    return Failure(Failure::Code::kSymbolNotFound, std::nullopt,
+                   path + " has no symbol for '" + missing->first +
+                       "' (tried the _v2 and unversioned names): it is not a usable NVML library. "
+                       "Point GIUL_NVML_LIBRARY at the driver's libnvidia-ml.so.1.");
   }
   lib->shutdown_ = reinterpret_cast<nvml::ShutdownFn>(lib->handle_.Symbol("nvmlShutdown"));
 

@@ -142,158 +142,210 @@ void Sampler::Run() {
   finished_.store(true, std::memory_order_release);
 }
 
-void Sampler::Tick() {
-  const NvmlLibrary& lib = *library_;
+/// What one tick read, and the first thing that went wrong while reading it.
+struct Sampler::TickReads {
   uint32_t flags = 0;
   nvml::Return error = nvml::kSuccess;
-  auto note_error = [&](nvml::Return r) {
-    if (error == nvml::kSuccess) {
-      error = r;
-    }
-  };
-  double energy_mj = kNaN;
-  double power_mw = kNaN;
-  unsigned long long energy = 0;
-  bool energy_ok = false;
-  bool power_ok = false;
-
-  int64_t started = MonotonicNs();
+  // The whole tick's reads, stamped when the counter could not be read.
+  int64_t started = 0;
+  int64_t finished = 0;
   // The counter's reading is stamped with its own call, not the whole tick: a thread preempted
   // between the energy and the power reads must not shift the counter in time.
+  bool energy_ok = false;
+  unsigned long long energy = 0;
   int64_t energy_started = 0;
   int64_t energy_finished = 0;
   // The power reading gets its own stamp too, for the integral.
+  bool power_ok = false;
+  double power_mw = kNaN;
   int64_t power_read_t = 0;
+
+  /// Keeps the first failure of the tick.
+  void NoteError(nvml::Return r) {
+    if (error == nvml::kSuccess) {
+      error = r;
+    }
+  }
+  /// The instant the tick's values belong to: the counter's own call when it answered.
+  int64_t StampNs() const {
+    return energy_ok ? energy_started + (energy_finished - energy_started) / 2
+                     : started + (finished - started) / 2;
+  }
+  /// How long the stamped read took: its value belongs to some instant in that interval.
+  int64_t ReadNs() const {
+    return energy_ok ? energy_finished - energy_started : finished - started;
+  }
+};
+
+void Sampler::Tick() {
+  TickReads reads;
+  reads.started = MonotonicNs();
+  if (OpenDevice(reads)) {
+    ReadCounter(reads);
+    ReadPower(reads);
+  }
+  reads.finished = MonotonicNs();
+  const int64_t t = reads.StampNs() - epoch_ns_;
+  TrackCounter(reads, t);
+  IntegratePower(reads);
+  const bool failed = TallyFaults(reads);
+  Publish(reads, t, failed);
+}
+
+bool Sampler::OpenDevice(TickReads& reads) {
   if (!have_device_) {
-    nvml::Return r = lib.get_handle(index_, &device_);
+    nvml::Return r = library_->get_handle(index_, &device_);
     if (r == nvml::kSuccess) {
       have_device_ = true;
     } else {
-      note_error(r);
+      reads.NoteError(r);
     }
   }
-  if (have_device_) {
-    if (energy_ != Support::kNo && lib.get_energy != nullptr) {
-      energy_started = MonotonicNs();
-      nvml::Return r = lib.get_energy(device_, &energy);
-      energy_finished = MonotonicNs();
-      if (r == nvml::kSuccess) {
-        energy_ok = true;
-        energy_ = Support::kYes;
-      } else if (energy_ == Support::kYes) {
-        flags |= SampleFlag::kReadFailed;
-        note_error(r);
-      } else if (r == nvml::kNotSupported) {
-        energy_ = Support::kNo;
-      } else {
-        note_error(r);
-      }
-    }
+  return have_device_;
+}
 
-    bool try_usage = usage_ != Support::kNo && lib.get_power_usage != nullptr;
-    if (instant_ != Support::kNo && lib.get_field_values != nullptr) {
-      nvml::FieldValue field{};
-      field.fieldId = nvml::kFieldPowerInstant;
-      field.scopeId = 0;
-      int64_t before = MonotonicNs();
-      nvml::Return r = lib.get_field_values(device_, 1, &field);
-      power_read_t = before + (MonotonicNs() - before) / 2;
-      if (r == nvml::kSuccess) {
-        r = field.nvmlReturn;
-      }
-      double value = 0;
-      if (r == nvml::kSuccess && nvml::DecodeFieldValue(field, &value)) {
-        power_mw = value;
-        power_ok = true;
-        instant_ = Support::kYes;
-        power_source_ = 1;
-        try_usage = false;
-      } else if (instant_ == Support::kYes) {
-        flags |= SampleFlag::kReadFailed;
-        note_error(r != nvml::kSuccess ? r : nvml::kNotSupported);
-        try_usage = false;
-      } else if (r == nvml::kSuccess || r == nvml::kNotSupported || r == nvml::kInvalidArgument) {
-        instant_ = Support::kNo;  // an older driver that does not know field 186
-      } else {
-        note_error(r);
-      }
-    }
-    if (try_usage) {
-      unsigned int power = 0;
-      int64_t before = MonotonicNs();
-      nvml::Return r = lib.get_power_usage(device_, &power);
-      power_read_t = before + (MonotonicNs() - before) / 2;
-      if (r == nvml::kSuccess) {
-        power_mw = power;
-        power_ok = true;
-        usage_ = Support::kYes;
-        power_source_ = 2;
-      } else if (usage_ == Support::kYes) {
-        flags |= SampleFlag::kReadFailed;
-        note_error(r);
-      } else if (r == nvml::kNotSupported) {
-        usage_ = Support::kNo;
-      } else {
-        note_error(r);
-      }
-    }
+void Sampler::ReadCounter(TickReads& reads) {
+  const NvmlLibrary& lib = *library_;
+  if (energy_ == Support::kNo || lib.get_energy == nullptr) {
+    return;
   }
-  int64_t finished = MonotonicNs();
-  const int64_t t = (energy_ok ? energy_started + (energy_finished - energy_started) / 2
-                               : started + (finished - started) / 2) -
-                    epoch_ns_;
-  // How long the stamped read took: its value belongs to some instant in that interval.
-  const int64_t read_ns = energy_ok ? energy_finished - energy_started : finished - started;
+  reads.energy_started = MonotonicNs();
+  nvml::Return r = lib.get_energy(device_, &reads.energy);
+  reads.energy_finished = MonotonicNs();
+  if (r == nvml::kSuccess) {
+    reads.energy_ok = true;
+    energy_ = Support::kYes;
+  } else if (energy_ == Support::kYes) {
+    reads.flags |= SampleFlag::kReadFailed;
+    reads.NoteError(r);
+  } else if (r == nvml::kNotSupported) {
+    energy_ = Support::kNo;
+  } else {
+    reads.NoteError(r);
+  }
+}
 
-  if (energy_ok) {
-    flags |= SampleFlag::kEnergyOk;
-    energy_mj = static_cast<double>(energy);
-    counter_header_ = 1;
-    if (have_energy_ && energy < prev_energy_) {
-      flags |= SampleFlag::kCounterBackwards;  // driver reload: start over from this value
-      change_seen_ = false;
-    } else if (have_energy_ && energy > prev_energy_) {
-      if (change_seen_) {
-        // The previous change happened after before_change_t_, this one by t: the true rate is at
-        // least delta / (t - before_change_t_), so this never flags a slow staircase.
-        double delta = static_cast<double>(energy - prev_energy_);
-        if (delta > kMaxMjPerNs * static_cast<double>(t - before_change_t_)) {
-          flags |= SampleFlag::kCounterJump;
-        }
-        // The same interval bounds the counter's update step from above: the previous change came
-        // after before_change_t_ and this one by t. (From the previous change's observation
-        // instead, a late observation would make the next interval look short.)
-        int64_t step = t - before_change_t_;
-        if (min_step_ns_ == 0 || step < min_step_ns_) {
-          min_step_ns_ = step;
-        }
+void Sampler::ReadPower(TickReads& reads) {
+  const NvmlLibrary& lib = *library_;
+  // Field 186 (instantaneous) where the card has it; the averaged reading otherwise. A card known
+  // to have the field that fails it this tick records a failed read, not the average.
+  if (instant_ != Support::kNo && lib.get_field_values != nullptr && ReadInstantPower(reads)) {
+    return;
+  }
+  if (usage_ != Support::kNo && lib.get_power_usage != nullptr) {
+    ReadPowerUsage(reads);
+  }
+}
+
+bool Sampler::ReadInstantPower(TickReads& reads) {
+  nvml::FieldValue field{};
+  field.fieldId = nvml::kFieldPowerInstant;
+  field.scopeId = 0;
+  int64_t before = MonotonicNs();
+  nvml::Return r = library_->get_field_values(device_, 1, &field);
+  reads.power_read_t = before + (MonotonicNs() - before) / 2;
+  if (r == nvml::kSuccess) {
+    r = field.nvmlReturn;
+  }
+  double value = 0;
+  if (r == nvml::kSuccess && nvml::DecodeFieldValue(field, &value)) {
+    reads.power_mw = value;
+    reads.power_ok = true;
+    instant_ = Support::kYes;
+    power_source_ = 1;
+    return true;
+  }
+  if (instant_ == Support::kYes) {
+    reads.flags |= SampleFlag::kReadFailed;
+    reads.NoteError(r != nvml::kSuccess ? r : nvml::kNotSupported);
+    return true;
+  }
+  if (r == nvml::kSuccess || r == nvml::kNotSupported || r == nvml::kInvalidArgument) {
+    instant_ = Support::kNo;  // an older driver that does not know field 186
+  } else {
+    reads.NoteError(r);
+  }
+  return false;
+}
+
+void Sampler::ReadPowerUsage(TickReads& reads) {
+  unsigned int power = 0;
+  int64_t before = MonotonicNs();
+  nvml::Return r = library_->get_power_usage(device_, &power);
+  reads.power_read_t = before + (MonotonicNs() - before) / 2;
+  if (r == nvml::kSuccess) {
+    reads.power_mw = power;
+    reads.power_ok = true;
+    usage_ = Support::kYes;
+    power_source_ = 2;
+  } else if (usage_ == Support::kYes) {
+    reads.flags |= SampleFlag::kReadFailed;
+    reads.NoteError(r);
+  } else if (r == nvml::kNotSupported) {
+    usage_ = Support::kNo;
+  } else {
+    reads.NoteError(r);
+  }
+}
+
+void Sampler::TrackCounter(TickReads& reads, int64_t t) {
+  if (!reads.energy_ok) {
+    return;
+  }
+  const unsigned long long energy = reads.energy;
+  reads.flags |= SampleFlag::kEnergyOk;
+  counter_header_ = 1;
+  if (have_energy_ && energy < prev_energy_) {
+    reads.flags |= SampleFlag::kCounterBackwards;  // driver reload: start over from this value
+    change_seen_ = false;
+  } else if (have_energy_ && energy > prev_energy_) {
+    if (change_seen_) {
+      // The previous change happened after before_change_t_, this one by t: the true rate is at
+      // least delta / (t - before_change_t_), so this never flags a slow staircase.
+      auto delta = static_cast<double>(energy - prev_energy_);
+      if (delta > kMaxMjPerNs * static_cast<double>(t - before_change_t_)) {
+        reads.flags |= SampleFlag::kCounterJump;
       }
-      change_seen_ = true;
-      before_change_t_ = prev_energy_t_;
+      // The same interval bounds the counter's update step from above: the previous change came
+      // after before_change_t_ and this one by t. (From the previous change's observation
+      // instead, a late observation would make the next interval look short.)
+      int64_t step = t - before_change_t_;
+      if (min_step_ns_ == 0 || step < min_step_ns_) {
+        min_step_ns_ = step;
+      }
     }
-    have_energy_ = true;
-    prev_energy_ = energy;
-    prev_energy_t_ = t;
+    change_seen_ = true;
+    before_change_t_ = prev_energy_t_;
   }
-  if (power_ok) {
-    flags |= SampleFlag::kPowerOk;
-    if (have_power_) {
-      // mW × ns / 1e9 = mJ.
-      integral_mj_ += (prev_power_mw_ + power_mw) / 2.0 *
-                      static_cast<double>(power_read_t - prev_power_t_) / 1e9;
-    }
-    have_power_ = true;
-    prev_power_mw_ = power_mw;
-    prev_power_t_ = power_read_t;
+  have_energy_ = true;
+  prev_energy_ = energy;
+  prev_energy_t_ = t;
+}
+
+void Sampler::IntegratePower(TickReads& reads) {
+  if (!reads.power_ok) {
+    return;
   }
-  if (energy_ok || power_ok) {
+  reads.flags |= SampleFlag::kPowerOk;
+  if (have_power_) {
+    // mW × ns / 1e9 = mJ.
+    integral_mj_ += (prev_power_mw_ + reads.power_mw) / 2.0 *
+                    static_cast<double>(reads.power_read_t - prev_power_t_) / 1e9;
+  }
+  have_power_ = true;
+  prev_power_mw_ = reads.power_mw;
+  prev_power_t_ = reads.power_read_t;
+}
+
+bool Sampler::TallyFaults(const TickReads& reads) {
+  if (reads.energy_ok || reads.power_ok) {
     any_read_ok_ = true;
   }
-  if ((flags & SampleFlag::kFaults) != 0) {
+  if ((reads.flags & SampleFlag::kFaults) != 0) {
     faults_ += 1;
   }
-  if (error != nvml::kSuccess) {
-    last_error_ = error;
+  if (reads.error != nvml::kSuccess) {
+    last_error_ = reads.error;
   } else if (!any_read_ok_ && last_error_ == 0) {
     last_error_ = nvml::kNotSupported;  // nothing this device offers can be read
   }
@@ -302,6 +354,10 @@ void Sampler::Tick() {
     std::lock_guard<std::mutex> lock(mutex_);
     failed_ = failed;
   }
+  return failed;
+}
+
+void Sampler::Publish(const TickReads& reads, int64_t t, bool failed) {
   double period_ns;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -311,13 +367,13 @@ void Sampler::Tick() {
   ring_->BeginWrite();
   double* sample = ring_->sample(head_);
   sample[RingLayout::kT] = static_cast<double>(t);
-  sample[RingLayout::kEnergyMj] = energy_mj;
-  sample[RingLayout::kPowerMw] = power_mw;
+  sample[RingLayout::kEnergyMj] = reads.energy_ok ? static_cast<double>(reads.energy) : kNaN;
+  sample[RingLayout::kPowerMw] = reads.power_mw;
   sample[RingLayout::kIntegralMj] = integral_mj_;
-  sample[RingLayout::kFlags] = flags;
-  sample[RingLayout::kError] = error;
+  sample[RingLayout::kFlags] = reads.flags;
+  sample[RingLayout::kError] = reads.error;
   sample[RingLayout::kFaults] = faults_;
-  sample[RingLayout::kReadNs] = static_cast<double>(read_ns);
+  sample[RingLayout::kReadNs] = static_cast<double>(reads.ReadNs());
   ++head_;
   ring_->header(RingLayout::kHead) = static_cast<double>(head_);
   ring_->header(RingLayout::kPeriodNs) = period_ns;

@@ -55,8 +55,30 @@ class Sampler {
  private:
   enum class Support { kUnknown, kYes, kNo };
 
+  /// What one tick read (defined in sampler.cc).
+  struct TickReads;
+
   void Run();
+  /// One sample: open the device, read the counter, read power, check the counter, integrate
+  /// power, tally faults, publish into the ring. Each step below is one of these.
   void Tick();
+  /// Gets the device handle once; true when the thread has one.
+  bool OpenDevice(TickReads& reads);
+  /// Reads the energy counter (mJ), learning whether the card has one.
+  void ReadCounter(TickReads& reads);
+  /// Reads power: field 186 where the card has it, else nvmlDeviceGetPowerUsage.
+  void ReadPower(TickReads& reads);
+  /// True when field 186 settled this tick's power (read, or failed on a card that has it).
+  bool ReadInstantPower(TickReads& reads);
+  void ReadPowerUsage(TickReads& reads);
+  /// Flags a counter that went backwards or jumped, and learns its update step.
+  void TrackCounter(TickReads& reads, int64_t t);
+  /// Adds the power reading to the running integral (trapezoids).
+  void IntegratePower(TickReads& reads);
+  /// Counts faults, keeps the last error and the failed state; returns whether the device failed.
+  bool TallyFaults(const TickReads& reads);
+  /// Writes the sample and the header into the ring under the seqlock.
+  void Publish(const TickReads& reads, int64_t t, bool failed);
   std::chrono::nanoseconds PeriodLocked() const;
 
   const unsigned int index_;

@@ -32,7 +32,7 @@ SamplerReference::SamplerReference(const Napi::CallbackInfo& info)
     delete keep;
     throw;
   }
-  Napi::Object self = info.This().As<Napi::Object>();
+  auto self = info.This().As<Napi::Object>();
   self.DefineProperties({
       Napi::PropertyDescriptor::Value("ok", Napi::Boolean::New(env, true), napi_enumerable),
       Napi::PropertyDescriptor::Value("buffer", buffer, napi_enumerable),

@@ -19,7 +19,7 @@ const ShutdownAtExitGuard kShutdownAtExit;
 SamplerRegistry& SamplerRegistry::Instance() {
   // Process-wide by design; leaked so that a worker thread still running during exit never
   // touches a destroyed object.
-  static SamplerRegistry* instance = new SamplerRegistry();
+  static auto* instance = new SamplerRegistry();
   return *instance;
 }
 

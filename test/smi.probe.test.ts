@@ -3,20 +3,17 @@
  * smi_sampler would read instantaneous power or only the averaged power.draw. The addon is left out
  * (as on a host without a prebuild) so that only nvidia-smi is asked.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { querySmiOnce } from "../src/backends/smi-parse.js";
 import type { BindingLoad } from "../src/binding.js";
 import { localCapabilities, probeHostWith } from "../src/host.js";
-import { FAKE_NVML, FAKE_SMI_BIN } from "./fakes/paths.js";
+import { built, FAKE_NVML, FAKE_SMI } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 
-const FAKE_SMI = join(FAKE_SMI_BIN, "nvidia-smi");
-const missing = [FAKE_SMI, FAKE_NVML].filter((p) => !existsSync(p));
-if (missing.length > 0) console.warn(`smi probe tests skipped: ${missing.join(", ")} not built`);
-const suite = missing.length === 0 ? describe : describe.skip;
+const ready = built([FAKE_SMI, FAKE_NVML], "the nvidia-smi stand-in or the NVML double");
 
 const noAddon = (): BindingLoad => ({ ok: false, reason: "left out by the test", tried: [] });
 const dir = mkdtempSync(join(tmpdir(), "giul-smi-probe-"));
@@ -30,7 +27,7 @@ describe("the host probe without nvidia-smi", () => {
   });
 });
 
-suite("the host probe with the nvidia-smi stand-in", () => {
+describe.runIf(ready)("the host probe with the nvidia-smi stand-in", () => {
   it("tells instantaneous from averaged power per card", async () => {
     const sc = writeScenario({
       devices: [

@@ -19,7 +19,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { SmiSampler, smiTrack } from "../src/backends/smi.js";
 import type { Edge, Track } from "../src/backends/track.js";
 import { OK } from "../src/measurement.js";
-import { FAKE_NVML, FAKE_SMI_BIN } from "./fakes/paths.js";
+import { built, FAKE_NVML, FAKE_SMI, FAKE_SMI_BIN } from "./fakes/paths.js";
 import { type ScenarioSpec, withScenario } from "./fakes/scenario.js";
 
 /** Why a track cannot take edges (undefined when it can). */
@@ -28,12 +28,7 @@ async function reasonOf(track: Track): Promise<string | undefined> {
   return ready.ok ? undefined : ready.reason;
 }
 
-const FAKE_SMI = join(FAKE_SMI_BIN, "nvidia-smi");
-const missing = [FAKE_SMI, FAKE_NVML].filter((p) => !existsSync(p));
-if (missing.length > 0) {
-  console.warn(`smi sampler tests skipped: ${missing.join(", ")} not built (cmake-js build --out build)`);
-}
-const suite = missing.length === 0 ? describe : describe.skip;
+const ready = built([FAKE_SMI, FAKE_NVML], "the nvidia-smi stand-in or the NVML double");
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
@@ -129,7 +124,7 @@ const LOAD: ScenarioSpec = {
   ],
 };
 
-suite("smi_sampler against the nvidia-smi stand-in", () => {
+describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
   it("meets 2% of the scenario's energy on windows of 2 s and more at 100 ms, through process.env", async () => {
     await withScenario({ ...LOAD, t0Ns: process.hrtime.bigint() + 300_000_000n }, async (sc) => {
       // No path: found on PATH (withScenario puts the stand-in first); env: process.env.
@@ -468,7 +463,7 @@ describe("smi_sampler without nvidia-smi", () => {
   });
 });
 
-suite("smi_sampler on replayed outputs", () => {
+describe.runIf(ready)("smi_sampler on replayed outputs", () => {
   function replay(lines: readonly string[], env: Record<string, string> = {}): NodeJS.ProcessEnv {
     const file = join(tempDir(), "replay.csv");
     writeFileSync(file, lines.join("\n"));
