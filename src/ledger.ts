@@ -137,6 +137,14 @@ export class CardLedger {
     this.track = track;
   }
 
+  /**
+   * The card's energy above idle over every interval that had a window open, since this ledger
+   * began, as far as accounted (J): what the shares of all windows add up to.
+   */
+  get cardAboveJoules(): number {
+    return this.resolvedTail?.card ?? 0;
+  }
+
   /** Windows open on the card now. */
   get open(): number {
     return this.count;

@@ -343,6 +343,11 @@ export interface RemoteTrackOptions {
   readonly clock?: () => bigint;
 }
 
+/** Requests to /energy out at once before the next edges wait for one to come back. */
+const MAX_IN_FLIGHT = 2;
+/** … but never longer than this (ms): a slow request cannot hold the next edges back for its timeout. */
+const BATCH_WAIT_MS = 20;
+
 const POLL_CAVEAT = (pollMs: number) =>
   `integral of watts polled from a giul 0.2 agent's /power every ${pollMs} ms (it offers no energy ` +
   "reading): coarser than a counter, and its watts may be a 1 s average";
@@ -365,6 +370,8 @@ export class RemoteTrack implements Track {
   private pollSource: PollSource | null = null;
   private innerRetained = false;
   private batch: RemoteEdge[] | null = null;
+  private batchTimer: NodeJS.Timeout | null = null;
+  private inFlight = 0;
 
   constructor(endpoint: string, options: RemoteTrackOptions = {}) {
     this.endpoint = endpoint;
@@ -460,17 +467,32 @@ export class RemoteTrack implements Track {
     const e = new RemoteEdge(tNs);
     if (this.batch === null) {
       this.batch = [];
-      process.nextTick(() => this.flush());
+      // Edges taken in the same tick share one request; while MAX_IN_FLIGHT requests are out, the
+      // edges after them wait for one to come back (or BATCH_WAIT_MS), so that thousands of
+      // windows a second cost the agent tens of requests, not thousands.
+      if (this.inFlight < MAX_IN_FLIGHT) process.nextTick(() => this.flush());
+      else {
+        this.batchTimer = setTimeout(() => this.flush(), BATCH_WAIT_MS);
+        this.batchTimer.unref();
+      }
     }
     this.batch.push(e);
     return e;
   }
 
   private flush(): void {
-    const edges = this.batch ?? [];
+    const edges = this.batch;
+    if (edges === null) return;
     this.batch = null;
+    if (this.batchTimer !== null) {
+      clearTimeout(this.batchTimer);
+      this.batchTimer = null;
+    }
     const url = new URL("energy", this.base);
+    this.inFlight += 1;
     void getJson(url, this.timeoutMs, this.clock).then((r) => {
+      this.inFlight -= 1;
+      if (this.batch !== null && this.inFlight < MAX_IN_FLIGHT) this.flush();
       let reason: string | null = null;
       let reading: EnergyWire | null = null;
       if (!r.ok) reason = `the giul-agent did not answer: ${r.reason}`;
