@@ -169,6 +169,7 @@ export class Meter {
   private readonly watchContention: boolean;
   private readonly attribution: Attribution;
   private readonly initialWeight: number;
+  private currentWeight: number;
   private state: State = "new";
   private watcher: ProcessWatcher | null = null;
   private openSnapshot: Promise<ProcessRead> | null = null;
@@ -214,6 +215,7 @@ export class Meter {
     }
     this.attribution = attribution;
     this.initialWeight = options.weight === undefined ? 1 : checkWeight("weight", options.weight);
+    this.currentWeight = this.initialWeight;
     this.forced = forced;
   }
 
@@ -240,9 +242,9 @@ export class Meter {
     return this.selection?.backend ?? null;
   }
 
-  /** The window's weight now (see {@link MeterOptions.weight}). */
+  /** The window's weight: as opened, or as last set (see {@link MeterOptions.weight}). */
   get weight(): number {
-    return this.entries?.weight ?? this.initialWeight;
+    return this.currentWeight;
   }
 
   /**
@@ -377,8 +379,9 @@ export class Meter {
       throw new GiulError("WINDOW_STATE", `setWeight(): the window is ${this.state}, not open`);
     }
     const w = checkWeight("weight", weight);
-    const entries = this.entries as LedgerWindow;
-    if (w !== entries.weight) (this.ledger as CardLedger).setWeight(entries, w);
+    if (w === this.currentWeight) return;
+    this.currentWeight = w;
+    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
   }
 
   /**
