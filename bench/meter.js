@@ -45,11 +45,11 @@ const pct = (xs, p) => {
 };
 
 // ---- 1. event-loop time per window ------------------------------------------------------------
-async function round(withMeter, n) {
+async function round(withMeter, n, attribution = "shared") {
   const before = performance.eventLoopUtilization();
   await Promise.all(
     Array.from({ length: n }, async (_, i) => {
-      const m = withMeter ? await Meter.forNode(node, { joulesPer1kHint: 4000 }).open() : null;
+      const m = withMeter ? await Meter.forNode(node, { joulesPer1kHint: 4000, attribution }).open() : null;
       await sleep(5 + (i % 20));
       m?.mark("retrieve");
       await sleep(5);
@@ -71,16 +71,24 @@ for (let i = 0; i < 3; i++) {
   await round(false, 1000);
 }
 const rounds = quick ? 5 : 20;
-const perWindowUs = [];
-const baselineMs = [];
-const meteredMs = [];
-for (let i = 0; i < rounds; i++) {
-  const base = await round(false, 1000);
-  const metered = await round(true, 1000);
-  baselineMs.push(base);
-  meteredMs.push(metered);
-  perWindowUs.push(((metered - base) * 1000) / 1000);
+/** Event-loop µs per window at `n` concurrent windows: metered round minus the same round bare. */
+async function perWindow(n, attribution, count) {
+  const us = [];
+  const baseline = [];
+  const metered = [];
+  for (let i = 0; i < count; i++) {
+    const base = await round(false, n);
+    const m = await round(true, n, attribution);
+    baseline.push(base);
+    metered.push(m);
+    us.push(((m - base) * 1000) / n);
+  }
+  return { us, baseline, metered };
 }
+const shared1k = await perWindow(1000, "shared", rounds);
+const exclusive1k = await perWindow(1000, "exclusive", rounds);
+await round(true, 10_000);
+const shared10k = await perWindow(10_000, "shared", quick ? 2 : 5);
 
 // ---- 2. sampler CPU --------------------------------------------------------------------------
 function threadTicks(name) {
@@ -152,10 +160,20 @@ const lines = [
   `Machine: ${cpus().length} × ${cpuModel}, ${((await import("node:os")).totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.`,
   `Command: \`npm run bench\` (builds dist/, then \`node --expose-gc bench/meter.js${quick ? " --quick" : ""}\`).`,
   ``,
-  `**Event-loop time per window** (open + 2 marks + close + result), 1,000 concurrent windows per round,`,
-  `${rounds} rounds; event-loop active time of a round minus that of the same round without meters, per window:`,
-  `median ${median(perWindowUs).toFixed(1)} µs, p90 ${pct(perWindowUs, 90).toFixed(1)} µs (target: median ≤ 20 µs).`,
-  `(Round totals: metered median ${median(meteredMs).toFixed(1)} ms, baseline median ${median(baselineMs).toFixed(1)} ms.)`,
+  `**Event-loop time per window** (open + 2 marks + close + result): event-loop active time of a round of`,
+  `concurrent windows minus that of the same round without meters, per window (target: median ≤ 10 µs`,
+  `with shared attribution at 1,000 and at 10,000 concurrent):`,
+  ``,
+  `| concurrent | attribution | rounds | median µs | p90 µs | round metered / bare (median ms) |`,
+  `|---:|---|---:|---:|---:|---|`,
+  ...[
+    [1000, "shared", shared1k],
+    [1000, "exclusive", exclusive1k],
+    [10_000, "shared", shared10k],
+  ].map(
+    ([n, a, r]) =>
+      `| ${n.toLocaleString("en")} | ${a} | ${r.us.length} | ${median(r.us).toFixed(1)} | ${pct(r.us, 90).toFixed(1)} | ${median(r.metered).toFixed(1)} / ${median(r.baseline).toFixed(1)} |`,
+  ),
   ``,
   `**Sampling thread CPU** (one core = 100%): ${cpu10 === null ? "n/a" : cpu10.toFixed(2)}% at 10 ms, ${cpu1 === null ? "n/a" : cpu1.toFixed(2)}% at 1 ms`,
   real

@@ -216,25 +216,19 @@ export function charge(measurement: SpanMeasurement | ShareMeasurement, ctx: Cha
       : Object.freeze([...ctx.contendedBy]);
   if (!measurement.ok) return degrade(ctx, stages, contendedBy, measurement.reason, null, null, null);
 
-  let above: number;
-  let card: number | null;
-  let failed: string;
-  if ("share" in measurement) {
-    above = measurement.aboveJoules;
-    card = measurement.cardAboveJoules;
-    failed =
-      `this window's share was ${round(above)} J above idle (the card: ` +
-      `${card === null ? "not measured" : `${round(card)} J`} above idle over ${round(ctx.seconds)} s ` +
-      `at idleW ${ctx.idleW}, ${round(ctx.concurrency?.mean ?? 1)} windows open on average): ` +
-      "a failed measurement, not a free request";
-  } else {
-    above = aboveIdle(measurement.grossJoules, ctx.idleW, ctx.seconds);
-    card = above;
-    failed =
-      `measured ${round(above)} J above idle (${round(measurement.grossJoules)} J drawn over ` +
-      `${round(ctx.seconds)} s at idleW ${ctx.idleW}): a failed measurement, not a free request`;
+  const share = "share" in measurement;
+  const above = share ? measurement.aboveJoules : aboveIdle(measurement.grossJoules, ctx.idleW, ctx.seconds);
+  const card = share ? measurement.cardAboveJoules : above;
+  if (!(above > 0)) {
+    const failed = share
+      ? `this window's share was ${round(above)} J above idle (the card: ` +
+        `${card === null ? "not measured" : `${round(card)} J`} above idle over ${round(ctx.seconds)} s ` +
+        `at idleW ${ctx.idleW}, ${round(ctx.concurrency?.mean ?? 1)} windows open on average): ` +
+        "a failed measurement, not a free request"
+      : `measured ${round(above)} J above idle (${round(measurement.grossJoules)} J drawn over ` +
+        `${round(ctx.seconds)} s at idleW ${ctx.idleW}): a failed measurement, not a free request`;
+    return degrade(ctx, stages, contendedBy, failed, above, measurement, card);
   }
-  if (!(above > 0)) return degrade(ctx, stages, contendedBy, failed, above, measurement, card);
   if (contendedBy.length > 0) {
     const who = contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`).join(", ");
     return degrade(

@@ -131,6 +131,9 @@ export class CardLedger {
    * from bottom to top, so the maximum over events [a, newest] is the first entry with seq ≥ a.
    */
   private stackSeq: number[] = [];
+  /** The newest event whose edge has been handed to track.settle(), and that settling. */
+  private requestedSeq = -1;
+  private settling: Promise<void> | null = null;
   private stackCount: number[] = [];
 
   constructor(track: Track) {
@@ -215,16 +218,25 @@ export class CardLedger {
    */
   async settleThrough(event: LedgerEvent): Promise<void> {
     if (event.resolved) return;
-    const edges: Edge[] = [];
-    for (let i = this.head; i < this.pending.length; i++) {
-      const e = this.pending[i] as LedgerEvent;
-      edges.push(e.edge);
-      if (e === event) break;
-    }
-    try {
-      await this.track.settle(edges);
-    } catch {
-      // settle() never rejects; whatever it could not settle is measured as broken below.
+    // Hand the track only the edges no earlier call has handed it (events are appended with
+    // consecutive seq numbers), so that a burst of closes costs O(1) each, not a walk of every
+    // pending event; then wait for those earlier calls' edges too.
+    const first = this.pending[this.head];
+    if (event.seq > this.requestedSeq && first !== undefined) {
+      const from = this.head + Math.max(0, this.requestedSeq + 1 - first.seq);
+      const to = this.head + (event.seq - first.seq);
+      const edges: Edge[] = [];
+      for (let i = from; i <= to; i++) edges.push((this.pending[i] as LedgerEvent).edge);
+      this.requestedSeq = event.seq;
+      const settled = this.track.settle(edges).catch(() => {
+        // settle() never rejects; whatever it could not settle is measured as broken below.
+      });
+      this.settling = this.settling === null ? settled : Promise.all([this.settling, settled]).then(noop);
+      const mine = this.settling;
+      await mine;
+      if (this.settling === mine) this.settling = null;
+    } else if (this.settling !== null) {
+      await this.settling;
     }
     this.account(event);
   }
@@ -371,6 +383,8 @@ export class CardLedger {
     e.resolved = true;
   }
 }
+
+function noop(): void {}
 
 function inverse(weight: number): number {
   return weight > 0 ? 1 / weight : 0;

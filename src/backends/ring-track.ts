@@ -134,6 +134,9 @@ class RingEdge implements Edge {
   readNs = 0;
   /** Mean power between the two bracketing samples (mW): the slope of the column there. */
   slopeMw = 0;
+  /** Cumulative faults at the samples before and after the edge. */
+  faultsA = 0;
+  faultsB = 0;
   deadline: number;
 
   constructor(tNs: bigint, ring: SampleRing, deadline: number) {
@@ -405,12 +408,12 @@ export class RingTrack implements Track {
       return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
     if (to.state !== RESOLVED) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
     if (from.ring !== to.ring) return { ok: false, reason: "the sampler restarted inside the window" };
-    const faultsBefore = this.readAt(from.ring, from.kA)?.faults;
-    const faultsAfter = this.readAt(from.ring, to.kB)?.faults;
-    if (faultsBefore === undefined || faultsAfter === undefined) {
+    // Faults between the samples around the two edges, through the cumulative column (read when
+    // each edge was resolved: a sample never changes once written).
+    if (from.kA < from.ring.head() - from.ring.capacity) {
       return { ok: false, reason: "the window outlived the sampler's history" };
     }
-    if (faultsAfter > faultsBefore)
+    if (to.faultsB > from.faultsA)
       return { ok: false, reason: this.describeFaults(from.ring, from.kA + 1, to.kB) };
     return OK;
   }
@@ -525,6 +528,7 @@ export class RingTrack implements Track {
     const errB = s.error;
     const pB = s.powerMw;
     const readB = s.readNs;
+    const faultsB = s.faults;
     if (!ring.read(k - 1, s)) {
       this.fail(e, "the window outlived the sampler's history");
       return;
@@ -540,6 +544,8 @@ export class RingTrack implements Track {
     }
     e.kA = k - 1;
     e.kB = k;
+    e.faultsA = s.faults;
+    e.faultsB = faultsB;
     e.vA = vA;
     e.vB = vB;
     e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
