@@ -3,7 +3,7 @@
  * GPU's own counter where it has one, labelled with how they were obtained.
  */
 
-export type { EnergyRecord, Method } from "./energy.js";
+export type { Attribution, Concurrency, EnergyRecord, Method } from "./energy.js";
 export { Energy } from "./energy.js";
 export type { GiulErrorCode } from "./errors.js";
 export { GiulError, isGiulError } from "./errors.js";

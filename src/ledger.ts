@@ -25,8 +25,15 @@
  * averaging) are divided by W like the energy. An interval that could not be measured (a fault, a
  * restart, an edge with no sample) is counted: a window whose life includes one has no share, with
  * the reason.
+ *
+ * Where the card's track offers a process-wide event log (the native sampler's: every JavaScript
+ * environment of the process, main thread and workers, appends its windows' events to it, stamped
+ * in time order with the process-wide total weight), the ledger of each environment reads every
+ * event from it, its own and the others', so that windows in workers share the card with windows
+ * here. Elsewhere (nvidia-smi, a remote agent: per environment anyway) the events are this
+ * environment's own.
  */
-import type { Edge, Track } from "./backends/track.js";
+import type { Edge, EventLogEntry, SharedLog, Track } from "./backends/track.js";
 import { aboveIdle, type Concurrency } from "./energy.js";
 import { GiulError } from "./errors.js";
 import type { Failure } from "./measurement.js";
@@ -56,6 +63,8 @@ export class LedgerEvent {
   lagUpTerm = 0;
   lagDown = 0;
   lagDownTerm = 0;
+  /** Events of the process-wide log were lost just before this one (the log wrapped). */
+  lostBefore = false;
   /** This event's edge errors (J), or why they are not known. */
   err = 0;
   lag = 0;
@@ -110,6 +119,17 @@ export class LedgerWindow {
 }
 
 const MAX_PENDING_BEFORE_COMPACT = 4096;
+/** How often an idle environment with windows open reads the process-wide log (ms). */
+const CATCH_UP_MS = 100;
+
+function idleConflict(idleW: number, other: number): GiulError {
+  return new GiulError(
+    "INVALID_NODE",
+    `idleW: ${idleW} W, but windows open on the same card charge its idle as ${other} W; ` +
+      "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
+    { field: "idleW" },
+  );
+}
 
 /** The ledger of one card (one track) in this environment. */
 export class CardLedger {
@@ -134,6 +154,19 @@ export class CardLedger {
   /** The newest event whose edge has been handed to track.settle(), and that settling. */
   private requestedSeq = -1;
   private settling: Promise<void> | null = null;
+  /** The process-wide log read, the next entry to read from it, this environment's open windows. */
+  private log: SharedLog["log"] | null = null;
+  private cursor = 0;
+  private lost = false;
+  private localOpen = 0;
+  private catchUp: NodeJS.Timeout | null = null;
+  private readonly entry: EventLogEntry = {
+    t: 0,
+    ringHead: 0,
+    weightBefore: 0,
+    weightAfter: 0,
+    countAfter: 0,
+  };
   private stackCount: number[] = [];
 
   constructor(track: Track) {
@@ -158,37 +191,41 @@ export class CardLedger {
    * a window of another node with a different idle floor is open on the same card.
    */
   openWindow(weight: number, idleW: number): LedgerWindow {
-    if (this.count > 0 && this.idleW !== null && this.idleW !== idleW) {
-      throw new GiulError(
-        "INVALID_NODE",
-        `idleW: ${idleW} W, but windows open on the same card charge its idle as ${this.idleW} W; ` +
-          "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
-        { field: "idleW" },
-      );
+    const shared = this.track.sharedLog?.() ?? null;
+    if (shared === null && this.count > 0 && this.idleW !== null && this.idleW !== idleW) {
+      throw idleConflict(idleW, this.idleW);
+    }
+    const w = new LedgerWindow(weight);
+    if (this.append(w, weight, 1, weight, idleW, shared) === null) {
+      throw idleConflict(idleW, (shared as SharedLog).log.idleW());
     }
     this.idleW = idleW;
-    const w = new LedgerWindow(weight);
-    this.append(w, weight, 1, weight);
+    this.localOpen += 1;
+    this.keepUp(shared);
     return w;
   }
 
   /** A stage ends (no change of weight): its edge is taken now. */
   mark(w: LedgerWindow): LedgerEvent {
-    return this.append(w, 0, 0, w.weight);
+    return this.append(w, 0, 0, w.weight, Number.NaN, this.track.sharedLog?.() ?? null) as LedgerEvent;
   }
 
   /** The window's weight changes from now on. */
   setWeight(w: LedgerWindow, weight: number): LedgerEvent {
     const delta = weight - w.weight;
     w.weight = weight;
-    return this.append(w, delta, 0, weight);
+    return this.append(w, delta, 0, weight, Number.NaN, this.track.sharedLog?.() ?? null) as LedgerEvent;
   }
 
   /** The window closes: its closing edge is taken now. */
   closeWindow(w: LedgerWindow): LedgerEvent {
     const delta = -w.weight;
     w.weight = 0;
-    return this.append(w, delta, -1, 0);
+    this.localOpen = Math.max(0, this.localOpen - 1);
+    const shared = this.track.sharedLog?.() ?? null;
+    const event = this.append(w, delta, -1, 0, Number.NaN, shared) as LedgerEvent;
+    this.keepUp(shared);
+    return event;
   }
 
   /** Most windows open at once between `from` and the newest event (itself included). */
@@ -294,28 +331,116 @@ export class CardLedger {
     return { mean: CardLedger.meanCount(from, to), max: this.maxCountSince(from) };
   }
 
-  private append(w: LedgerWindow, deltaWeight: number, deltaCount: number, ownAfter: number): LedgerEvent {
-    const edge = this.track.edge();
-    const t = edge.tNs;
-    if (this.seq > 0 && t > this.lastNs) this.countNs += this.count * Number(t - this.lastNs);
-    this.lastNs = t > this.lastNs ? t : this.lastNs;
-    const weightBefore = this.weight;
-    this.count += deltaCount;
-    // Floating-point sums of weights drift: an empty card has exactly no weight.
-    this.weight = this.count === 0 ? 0 : this.weight + deltaWeight;
-    const event = new LedgerEvent(edge, this.seq++, weightBefore, this.weight, this.count, this.countNs);
-    this.pending.push(event);
+  /** Appends the window's event (locally, or to the process-wide log); null on an idle conflict. */
+  private append(
+    w: LedgerWindow,
+    deltaWeight: number,
+    deltaCount: number,
+    ownAfter: number,
+    idleW: number,
+    shared: SharedLog | null,
+  ): LedgerEvent | null {
+    let event: LedgerEvent | null;
+    if (shared === null) {
+      const weightBefore = this.weight;
+      const count = this.count + deltaCount;
+      // Floating-point sums of weights drift: an empty card has exactly no weight.
+      const weightAfter = count === 0 ? 0 : this.weight + deltaWeight;
+      event = this.push(this.track.edge(), weightBefore, weightAfter, count);
+    } else {
+      this.follow(shared, deltaCount > 0);
+      const seq = shared.log.append(deltaWeight, deltaCount, idleW);
+      if (seq < 0) return null;
+      event = this.ingest(shared, seq);
+      if (event === null) {
+        // Our own entry was overwritten before we read it (the log wrapped within this call):
+        // an event that can only be broken, at the instant of the call.
+        event = this.push(this.track.edge(), Number.NaN, this.weight, this.count);
+        event.lostBefore = true;
+      }
+    }
     w.events.push(event);
     w.weights.push(ownAfter);
+    return event;
+  }
+
+  /** Appends an event to the pending list, the concurrency integral and the maximum's stack. */
+  private push(edge: Edge, weightBefore: number, weightAfter: number, countAfter: number): LedgerEvent {
+    const t = edge.tNs;
+    if (this.seq > 0 && t > this.lastNs) this.countNs += this.count * Number(t - this.lastNs);
+    if (t > this.lastNs) this.lastNs = t;
+    this.weight = weightAfter;
+    this.count = countAfter;
+    const event = new LedgerEvent(edge, this.seq++, weightBefore, weightAfter, countAfter, this.countNs);
+    this.pending.push(event);
     const seqs = this.stackSeq;
     const counts = this.stackCount;
-    while (counts.length > 0 && (counts[counts.length - 1] as number) <= this.count) {
+    while (counts.length > 0 && (counts[counts.length - 1] as number) <= countAfter) {
       counts.pop();
       seqs.pop();
     }
     seqs.push(event.seq);
-    counts.push(this.count);
+    counts.push(countAfter);
     return event;
+  }
+
+  /**
+   * Starts reading the process-wide log where it stands when this environment has nothing open
+   * (older events cannot concern its windows), or when the log is a new one (the sampler restarted).
+   */
+  private follow(shared: SharedLog, opening: boolean): void {
+    if (shared.log === this.log && !(opening && this.localOpen === 0)) return;
+    this.log = shared.log;
+    this.cursor = shared.log.published();
+    this.lost = false;
+    // Nothing pending can matter any more: every window of ours was settled through its close.
+    this.head = this.pending.length;
+    this.resolvedTail = null;
+    this.requestedSeq = this.seq - 1;
+  }
+
+  /** Reads the log's entries up to `through` into pending events; the event of `through`, if read. */
+  private ingest(shared: SharedLog, through: number): LedgerEvent | null {
+    const log = shared.log;
+    const entry = this.entry;
+    let found: LedgerEvent | null = null;
+    while (this.cursor <= through) {
+      const k = this.cursor++;
+      if (!log.read(k, entry)) {
+        this.lost = true;
+        continue;
+      }
+      const event = this.push(
+        shared.edgeAt(entry.t, entry.ringHead),
+        entry.weightBefore,
+        entry.weightAfter,
+        entry.countAfter,
+      );
+      if (this.lost) {
+        event.lostBefore = true;
+        this.lost = false;
+      }
+      if (k === through) found = event;
+    }
+    return found;
+  }
+
+  /**
+   * While windows of this environment are open on a card with a process-wide log, read the log
+   * now and then even when this environment is idle, so that it never falls a whole log behind.
+   */
+  private keepUp(shared: SharedLog | null): void {
+    if (shared === null || this.localOpen === 0) {
+      if (this.catchUp !== null) clearInterval(this.catchUp);
+      this.catchUp = null;
+      return;
+    }
+    if (this.catchUp !== null) return;
+    this.catchUp = setInterval(() => {
+      const now = this.track.sharedLog?.() ?? null;
+      if (now !== null && now.log === this.log) this.ingest(now, now.log.published() - 1);
+    }, CATCH_UP_MS);
+    this.catchUp.unref();
   }
 
   /** Accounts the intervals of every pending event up to `last`, in order. */
@@ -346,7 +471,11 @@ export class CardLedger {
       e.broken = prev.broken;
       e.brokenReason = prev.brokenReason;
       const weight = prev.weightAfter;
-      if (weight > 0) {
+      if (e.lostBefore) {
+        e.broken += 1;
+        e.brokenReason =
+          "events of other windows on the card were lost (the process-wide event log wrapped before this environment read it)";
+      } else if (weight > 0) {
         // The interval since the previous event: measured once for the card, idle subtracted once.
         const m = this.track.interval(prev.edge, e.edge);
         if (m.ok) {

@@ -1,6 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Edge, EdgeError, IntervalMeasurement, Track } from "../src/backends/track.js";
+import type {
+  Edge,
+  EdgeError,
+  EventLog,
+  EventLogEntry,
+  IntervalMeasurement,
+  SharedLog,
+  Track,
+} from "../src/backends/track.js";
 import { CardLedger, type LedgerWindow } from "../src/ledger.js";
 import type { Check, SpanMeasurement } from "../src/measurement.js";
 import { fairShare } from "./fakes/fair-share.js";
@@ -55,6 +63,67 @@ class FakeTrack implements Track {
   }
   retain(): void {}
   release(): void {}
+}
+
+/** A process-wide log as the addon keeps it: stamped with the shared clock, totals included. */
+class FakeLog implements EventLog {
+  readonly entries: EventLogEntry[] = [];
+  open = 0;
+  weight = 0;
+  idle = Number.NaN;
+  constructor(readonly clock: { now: bigint }) {}
+  append(deltaWeight: number, deltaCount: number, idleW: number): number {
+    if (deltaCount > 0 && this.open > 0 && idleW !== this.idle) return -1;
+    const before = this.weight;
+    this.open += deltaCount;
+    this.weight = this.open === 0 ? 0 : this.weight + deltaWeight;
+    if (deltaCount > 0) this.idle = idleW;
+    if (this.open === 0) this.idle = Number.NaN;
+    this.entries.push({
+      t: Number(this.clock.now - 1_000_000_000n),
+      ringHead: 0,
+      weightBefore: before,
+      weightAfter: this.weight,
+      countAfter: this.open,
+    });
+    return this.entries.length - 1;
+  }
+  published(): number {
+    return this.entries.length;
+  }
+  read(k: number, out: EventLogEntry): boolean {
+    const e = this.entries[k];
+    if (e === undefined) return false;
+    Object.assign(out, e);
+    return true;
+  }
+  idleW(): number {
+    return this.idle;
+  }
+}
+
+/** One JavaScript environment's view of the card: its own track over the shared log. */
+class EnvTrack extends FakeTrack {
+  constructor(
+    readonly clock: { now: bigint },
+    readonly shared: FakeLog,
+    powerW: (ms: number) => number,
+  ) {
+    super(0, 0, powerW);
+  }
+  override edge(): Edge {
+    this.now = this.clock.now;
+    return super.edge();
+  }
+  sharedLog(): SharedLog {
+    return {
+      log: this.shared,
+      edgeAt: (t: number) => {
+        const tNs = 1_000_000_000n + BigInt(Math.round(t));
+        return { tNs, value: this.energy(tNs) } as FakeEdge;
+      },
+    };
+  }
 }
 
 interface Step {
@@ -172,6 +241,85 @@ describe("the per-card ledger", () => {
     const s = ledger.share(w, 0, 1);
     expect(s.ok && s.uncertaintyJoules).toBeCloseTo(0.01 + 0.01 + 0.5, 12);
     expect(s.ok && s.aboveJoules).toBeCloseTo((300 - IDLE_W) * 0.1, 9);
+  });
+
+  it("environments sharing a process-wide log split the card among all their windows", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ env: fc.nat(2), step: stepArb }), { minLength: 1, maxLength: 300 }),
+        async (script) => {
+          const clock = { now: 1_000_000_000n };
+          const log = new FakeLog(clock);
+          const ledgers = [0, 1, 2].map(() => new CardLedger(new EnvTrack(clock, log, power)));
+          const open = new Map<
+            string,
+            { ledger: CardLedger; w: LedgerWindow; weights: [bigint, number][] }
+          >();
+          const done: { ledger: CardLedger; w: LedgerWindow; weights: [bigint, number][] }[] = [];
+          for (const { env, step } of script) {
+            clock.now += BigInt(step.afterMs) * 1_000_000n + 1n;
+            const ledger = ledgers[env] as CardLedger;
+            const key = `${env}:${step.who % 8}`;
+            const mine = open.get(key);
+            if (step.action === "toggle") {
+              if (mine === undefined) {
+                const w = ledger.openWindow(step.weight, IDLE_W);
+                open.set(key, { ledger, w, weights: [[clock.now, step.weight]] });
+              } else {
+                await ledger.settleThrough(ledger.closeWindow(mine.w));
+                open.delete(key);
+                done.push(mine);
+              }
+            } else if (mine !== undefined && step.action === "weight") {
+              ledger.setWeight(mine.w, step.weight);
+              mine.weights.push([clock.now, step.weight]);
+            }
+          }
+          for (const [, mine] of open) {
+            clock.now += 1_000_000n;
+            await mine.ledger.settleThrough(mine.ledger.closeWindow(mine.w));
+            done.push(mine);
+          }
+          const track = new FakeTrack(0, 0, power);
+          const truth = fairShare(
+            done.map((d) => ({
+              open: d.w.events[0]?.edge.tNs as bigint,
+              close: d.w.events[d.w.events.length - 1]?.edge.tNs as bigint,
+              weights: d.weights,
+            })),
+            (a, b) => track.energy(b) - track.energy(a),
+            IDLE_W,
+          );
+          let sum = 0;
+          done.forEach((d, i) => {
+            const share = d.ledger.share(d.w, 0, d.w.events.length - 1);
+            expect(share.ok).toBe(true);
+            if (!share.ok) return;
+            const t = truth.shares[i] as number;
+            expect(Math.abs(share.aboveJoules - t)).toBeLessThanOrEqual(
+              1e-9 * (1 + Math.abs(truth.unionAbove)),
+            );
+            sum += share.aboveJoules;
+          });
+          expect(Math.abs(sum - truth.unionAbove)).toBeLessThanOrEqual(
+            1e-9 * (1 + Math.abs(truth.unionAbove)),
+          );
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it("an open with another idle floor than the card's is refused through the shared log too", () => {
+    const clock = { now: 1_000_000_000n };
+    const log = new FakeLog(clock);
+    const a = new CardLedger(new EnvTrack(clock, log, power));
+    const b = new CardLedger(new EnvTrack(clock, log, power));
+    a.openWindow(1, IDLE_W);
+    expect(() => b.openWindow(1, IDLE_W + 5)).toThrow(
+      /idleW: 55 W, but windows open on the same card charge its idle as 50 W/,
+    );
+    expect(log.entries.length).toBe(1);
   });
 
   it("counts the most windows open at once, and the time-weighted mean", async () => {

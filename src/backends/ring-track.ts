@@ -1,5 +1,5 @@
 import { type BackendName, type Check, fail, OK, type Result, type SpanMeasurement } from "../measurement.js";
-import type { Edge, EdgeError, IntervalMeasurement, Track } from "./track.js";
+import type { Edge, EdgeError, EventLog, IntervalMeasurement, SharedLog, Track } from "./track.js";
 
 /**
  * The window arithmetic shared by every sampling backend (the native thread's ring and the
@@ -61,6 +61,11 @@ export interface RingSource {
   close(): void;
   /** Describe an NVML (or other) error code carried by a sample. */
   describeError(code: number): string;
+  /**
+   * The process-wide event log of the ring opened last, where the source has one (the native
+   * sampler's); null otherwise.
+   */
+  eventLog?(): EventLog | null;
 }
 
 /** The newest sample of a track (RingTrack.latest). */
@@ -139,11 +144,11 @@ class RingEdge implements Edge {
   faultsB = 0;
   deadline: number;
 
-  constructor(tNs: bigint, ring: SampleRing, deadline: number) {
+  constructor(tNs: bigint, ring: SampleRing, deadline: number, hint = ring.head()) {
     this.tNs = tNs;
     this.ring = ring;
     this.t = Number(tNs - ring.epochNs);
-    this.hint = ring.head();
+    this.hint = hint;
     this.deadline = deadline;
   }
 
@@ -184,6 +189,8 @@ export class RingTrack implements Track {
   private readonly scratch2: Sample = { ...this.scratch };
 
   private readonly clock: () => bigint;
+  /** The event log of the running ring, with edges over that ring (see sharedLog). */
+  private shared: (SharedLog & { readonly ring: SampleRing }) | null = null;
   /** Counts the rings opened, so that readings from two runs of the sampler are never subtracted. */
   private generation = 0;
 
@@ -244,6 +251,29 @@ export class RingTrack implements Track {
       this.readyWaiters.push({ done, deadline: Date.now() + this.maxWaitMs() });
       this.schedule();
     });
+  }
+
+  /**
+   * The card's process-wide event log and edges at its logged instants, while a ring runs and its
+   * source has a log (see Track.sharedLog).
+   */
+  sharedLog(): SharedLog | null {
+    const ring = this.ring;
+    if (ring === null || this.source.eventLog === undefined) return null;
+    if (this.shared === null || this.shared.ring !== ring) {
+      const log = this.source.eventLog();
+      if (log === null) return null;
+      this.shared = {
+        ring,
+        log,
+        edgeAt: (t: number, ringHead: number): Edge => {
+          const e = new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, 0, ringHead);
+          this.resolve(e);
+          return e;
+        },
+      };
+    }
+    return this.shared;
   }
 
   edge(): Edge {

@@ -31,6 +31,12 @@ export interface Track {
   interval(from: Edge, to: Edge): IntervalMeasurement;
   /** How far the card's cumulative energy at a settled edge can be from the truth (for the ledger). */
   edgeError(edge: Edge): EdgeError;
+  /**
+   * The card's process-wide event log, where the track has one (the native sampler's, shared by
+   * every JavaScript environment of the process), with how to take an edge at a logged instant;
+   * null or absent where windows are seen only by this environment.
+   */
+  sharedLog?(): SharedLog | null;
   /** A window starts using the track (and asks for a sampling period, ms). */
   retain(periodMs: number): void;
   /** A window stops using the track. */
@@ -98,4 +104,34 @@ export class NullTrack implements Track {
   retain(): void {}
 
   release(): void {}
+}
+
+/** One event of a process-wide log (see Track.sharedLog). */
+export interface EventLogEntry {
+  /** ns relative to the track's epoch (CLOCK_MONOTONIC), stamped when the event was appended. */
+  t: number;
+  /** The ring's head when it was stamped (where to start looking for the samples around it). */
+  ringHead: number;
+  /** Total weight open on the card in the process just before and after, and windows open after. */
+  weightBefore: number;
+  weightAfter: number;
+  countAfter: number;
+}
+
+/** Windows' events appended by every environment of the process, in time order. */
+export interface EventLog {
+  /** Appends an event; its sequence number, or −1 when an open's idleW conflicts with the card's. */
+  append(deltaWeight: number, deltaCount: number, idleW: number): number;
+  /** Entries appended so far. */
+  published(): number;
+  /** Copies entry k into `out`; false when it is not (or no longer) held. */
+  read(k: number, out: EventLogEntry): boolean;
+  /** The idle floor of the windows open on the card (NaN when none). */
+  idleW(): number;
+}
+
+export interface SharedLog {
+  readonly log: EventLog;
+  /** An edge at a logged instant (`t` and `ringHead` of an entry). */
+  edgeAt(t: number, ringHead: number): Edge;
 }

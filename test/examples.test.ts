@@ -1,0 +1,71 @@
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { built, DIST, FAKE_NVML, ROOT } from "./fakes/paths.js";
+import { Scenario } from "./fakes/scenario.js";
+
+// The examples run as they are (against the NVML double here, so that they measure), and the
+// README shows them as they are.
+
+const sc = new Scenario({ devices: [{ power: 260, counterStepMs: 10 }] });
+afterAll(() => sc.remove());
+const ready = built([FAKE_NVML, DIST], "the NVML double or dist/");
+
+function run(file: string, args: string[]) {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync(process.execPath, [join(ROOT, "examples", file), ...args], {
+    encoding: "utf8",
+    timeout: 60_000,
+    env: {
+      ...process.env,
+      GIUL_FAKE_NVML_SCENARIO: sc.path,
+      GIUL_NVML_LIBRARY: FAKE_NVML,
+      GIUL_BACKEND: "",
+      IDLE_W: "60",
+    },
+  });
+  return { ...r, seconds: Number(process.hrtime.bigint() - t0) / 1e9 };
+}
+
+describe.runIf(ready)("examples", () => {
+  it("concurrent-http.mjs serves concurrent requests, each charged its share of the card", () => {
+    const r = run("concurrent-http.mjs", ["12"]);
+    expect(r.status, r.stderr).toBe(0);
+    const records = r.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(records).toHaveLength(12);
+    let shares = 0;
+    let cards = 0;
+    let longest = 0;
+    for (const e of records) {
+      expect(e.method).toBe("sampled");
+      expect(e.backend).toBe("nvml_counter");
+      expect(e.attribution).toBe("shared");
+      expect(e.concurrency_max).toBeGreaterThan(1);
+      expect(e.joules).toBeLessThan(e.card_joules);
+      shares += e.joules;
+      cards += e.card_joules;
+      longest = Math.max(longest, e.seconds);
+    }
+    // The card draws 200 W above idle: the shares add up to 200 W over the union of the windows,
+    // which lasts at least the longest window and at most the whole run; the whole card per
+    // request would have been `cards`.
+    expect(shares / 200).toBeGreaterThan(longest * 0.98);
+    expect(shares / 200).toBeLessThan(r.seconds);
+    expect(cards).toBeGreaterThan(shares * 2);
+    expect(r.stderr).toMatch(/12 answers, 12 measured/);
+  });
+
+  it("the README shows each example exactly as it is in examples/", () => {
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    for (const file of ["concurrent-http.mjs"]) {
+      const source = readFileSync(join(ROOT, "examples", file), "utf8");
+      expect(readme.includes(`\`\`\`js\n${source}\`\`\``), `README.md shows examples/${file} verbatim`).toBe(
+        true,
+      );
+    }
+  });
+});
