@@ -21,6 +21,7 @@ import {
 } from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { forcedBackend, knownForcedFailure, type Selection, select } from "./select.js";
+import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
 
 /** Options of {@link Meter.forNode}. */
 export interface MeterOptions {
@@ -54,7 +55,24 @@ export interface MeterOptions {
    * blocks held. Change it while the window is open with {@link Meter.setWeight}.
    */
   readonly weight?: number;
+  /**
+   * How long close() waits for `sync` (ms; default 60,000). Past it the closing edge is taken
+   * anyway, the window says why, and close() resolves: a hook that never settles cannot hold the
+   * request.
+   */
+  readonly syncTimeoutMs?: number;
 }
+
+const METER_OPTIONS: readonly (keyof MeterOptions)[] = [
+  "joulesPer1kHint",
+  "sync",
+  "periodMs",
+  "watchContention",
+  "attribution",
+  "weight",
+  "syncTimeoutMs",
+];
+const TOKEN_OPTIONS: readonly string[] = ["tokens"];
 
 export interface MarkOptions {
   /** Tokens produced in this stage, so that it can be estimated if it cannot be measured. */
@@ -106,6 +124,7 @@ const resolvedNodes = new WeakMap<Node, ResolvedNode>();
 const abandoned = new FinalizationRegistry<() => void>((release) => release());
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
+const TIMED_OUT: unique symbol = Symbol("timed out");
 
 /** The track of a node that cannot be metered: one per selection, so its windows share a ledger. */
 const nullTracks = new WeakMap<Selection, NullTrack>();
@@ -125,10 +144,28 @@ function optionError(field: string, message: string): GiulError {
 
 function checkTokens(field: string, tokens: unknown): number | null {
   if (tokens === undefined || tokens === null) return null;
-  if (typeof tokens !== "number" || !Number.isFinite(tokens) || tokens < 0) {
-    throw optionError(field, `expected a finite number ≥ 0, got ${String(tokens)}`);
+  if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 0) {
+    throw optionError(field, `expected a whole number of tokens ≥ 0, got ${describeValue(tokens)}`);
   }
   return tokens;
+}
+
+/**
+ * The options object of a call (`undefined` and `null` are no options): an object whose keys are
+ * all known, else a GiulError naming the key and the one meant.
+ */
+function checkOptions<T extends object>(
+  what: string,
+  options: unknown,
+  known: readonly string[],
+): Partial<T> {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== "object" || Array.isArray(options)) {
+    throw optionError(what, `expected an object, got ${describeValue(options)}`);
+  }
+  const unknown = firstUnknownKey(options, known);
+  if (unknown !== null) throw optionError(unknown, unknownKey(unknown, known));
+  return options as Partial<T>;
 }
 
 function checkWeight(field: string, weight: unknown): number {
@@ -136,10 +173,6 @@ function checkWeight(field: string, weight: unknown): number {
     throw optionError(field, `expected a finite number > 0, got ${describeValue(weight)}`);
   }
   return weight;
-}
-
-function describeValue(value: unknown): string {
-  return typeof value === "string" ? JSON.stringify(value) : String(value);
 }
 
 /**
@@ -167,6 +200,7 @@ export class Meter {
   private readonly periodMs: number;
   private readonly forced: BackendName | null;
   private readonly watchContention: boolean;
+  private readonly syncTimeoutMs: number;
   private readonly attribution: Attribution;
   private readonly initialWeight: number;
   private currentWeight: number;
@@ -185,30 +219,43 @@ export class Meter {
   private closing: Promise<void> | null = null;
   private outcome: Outcome | null = null;
 
-  private constructor(node: ResolvedNode, options: MeterOptions, forced: BackendName | null) {
+  private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
     const hint = options.joulesPer1kHint ?? null;
     if (hint !== null && (typeof hint !== "number" || !Number.isFinite(hint) || hint < 0)) {
       throw optionError(
         "joulesPer1kHint",
-        `expected a finite number ≥ 0 (J per 1,000 tokens), got ${String(hint)}`,
+        `expected a finite number ≥ 0 (J per 1,000 tokens), got ${describeValue(hint)}`,
       );
     }
     this.hint = hint;
     const sync = options.sync ?? null;
     if (sync !== null && typeof sync !== "function") {
-      throw optionError("sync", `expected a function (sync or async), got ${typeof sync}`);
+      throw optionError("sync", `expected a function (sync or async), got ${describeValue(sync)}`);
     }
     this.sync = sync;
     const periodMs = options.periodMs ?? 10;
     if (typeof periodMs !== "number" || !Number.isInteger(periodMs) || periodMs < 1 || periodMs > 1000) {
-      throw optionError("periodMs", `expected an integer from 1 to 1000, got ${String(periodMs)}`);
+      throw optionError("periodMs", `expected an integer from 1 to 1000, got ${describeValue(periodMs)}`);
     }
     this.periodMs = periodMs;
     const watch = options.watchContention ?? false;
     if (typeof watch !== "boolean")
-      throw optionError("watchContention", `expected a boolean, got ${typeof watch}`);
+      throw optionError("watchContention", `expected a boolean, got ${describeValue(watch)}`);
     this.watchContention = watch;
+    const syncTimeoutMs = options.syncTimeoutMs ?? 60_000;
+    if (
+      typeof syncTimeoutMs !== "number" ||
+      !Number.isFinite(syncTimeoutMs) ||
+      syncTimeoutMs < 1 ||
+      syncTimeoutMs > 86_400_000
+    ) {
+      throw optionError(
+        "syncTimeoutMs",
+        `expected a number of ms from 1 to 86400000, got ${describeValue(syncTimeoutMs)}`,
+      );
+    }
+    this.syncTimeoutMs = syncTimeoutMs;
     const attribution = options.attribution ?? "shared";
     if (!ATTRIBUTIONS.includes(attribution)) {
       throw optionError("attribution", `expected "shared" or "exclusive", got ${describeValue(attribution)}`);
@@ -226,15 +273,13 @@ export class Meter {
       resolved = resolveNode(node);
       if (Object.isFrozen(node)) resolvedNodes.set(node, resolved);
     }
-    if (options === null || typeof options !== "object") {
-      throw optionError("options", `expected an object, got ${String(options)}`);
-    }
+    const checked = checkOptions<MeterOptions>("options", options, METER_OPTIONS);
     const forced = forcedBackend();
     if (forced !== null) {
       const failure = knownForcedFailure(resolved, forced);
       if (failure !== null) throw new GiulError("BACKEND_UNAVAILABLE", failure, { field: "GIUL_BACKEND" });
     }
-    return new Meter(resolved, options, forced);
+    return new Meter(resolved, checked, forced);
   }
 
   /** The backend metering this window (known once open() has resolved). */
@@ -344,20 +389,20 @@ export class Meter {
    * Ends the current stage, naming it, and starts the next. The total is never the sum of stages:
    * time after the last mark still counts in the total.
    */
-  mark(name: string, options: MarkOptions = {}): void {
+  mark(name: string, options?: MarkOptions): void {
     if (this.state !== "open") {
       throw new GiulError(
         "WINDOW_STATE",
-        `mark(${JSON.stringify(name)}): the window is ${this.state}, not open`,
+        `mark(${describeValue(name)}): the window is ${this.state}, not open`,
       );
     }
     if (typeof name !== "string" || name.length === 0) {
-      throw optionError("name", `mark() needs a non-empty stage name, got ${String(name)}`);
+      throw optionError("name", `mark() needs a non-empty stage name, got ${describeValue(name)}`);
     }
     if (this.marks.some((m) => m.name === name)) {
-      throw optionError("name", `stage ${JSON.stringify(name)} was already marked in this window`);
+      throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
-    const tokens = checkTokens("tokens", options.tokens);
+    const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
@@ -403,11 +448,23 @@ export class Meter {
   }
 
   private async finish(): Promise<void> {
-    if (this.sync) {
+    const sync = this.sync;
+    if (sync) {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<typeof TIMED_OUT>((done) => {
+        timer = setTimeout(() => done(TIMED_OUT), this.syncTimeoutMs);
+      });
       try {
-        await this.sync();
+        const outcome = await Promise.race([Promise.resolve().then(sync), timedOut]);
+        if (outcome === TIMED_OUT) {
+          this.syncFailure =
+            `the sync hook did not finish within syncTimeoutMs (${this.syncTimeoutMs} ms): the closing ` +
+            "edge was taken without it, so the card's work may not be finished";
+        }
       } catch (error) {
         this.syncFailure = `the sync hook failed, so the card's work may not be finished: ${String(error)}`;
+      } finally {
+        clearTimeout(timer);
       }
     }
     abandoned.unregister(this);
@@ -515,11 +572,14 @@ export class Meter {
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
-  result(options: ResultOptions = {}): Energy {
+  result(options?: ResultOptions): Energy {
     if (this.state !== "closed" || this.outcome === null) {
       throw new GiulError("WINDOW_STATE", `result(): the window is ${this.state}; await close() first`);
     }
-    const tokens = checkTokens("tokens", options.tokens);
+    const tokens = checkTokens(
+      "tokens",
+      checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
+    );
     const stages: Record<string, Energy> = {};
     for (const stage of this.outcome.stages) {
       stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
@@ -554,9 +614,11 @@ export class Meter {
    */
   async measure<T>(
     fn: (meter: Meter) => Promise<T> | T,
-    options: MeasureOptions<T> = {},
+    measureOptions?: MeasureOptions<T>,
   ): Promise<{ value: T; energy: Energy }> {
-    if (typeof fn !== "function") throw optionError("fn", `measure() needs a function, got ${typeof fn}`);
+    if (typeof fn !== "function")
+      throw optionError("fn", `measure() needs a function, got ${describeValue(fn)}`);
+    const options = checkOptions<MeasureOptions<T>>("options", measureOptions, TOKEN_OPTIONS);
     await this.open();
     let value: T;
     try {

@@ -1,4 +1,5 @@
 import { GiulError } from "./errors.js";
+import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
 
 /**
  * A node: one GPU that requests are charged against, and what the caller knows about it.
@@ -66,23 +67,7 @@ function invalid(field: string, message: string): GiulError {
   return new GiulError("INVALID_NODE", `node.${field}: ${message}`, { field: `node.${field}` });
 }
 
-function describe(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "number" || typeof value === "boolean" || value == null) return String(value);
-  return Array.isArray(value) ? "an array" : `a ${typeof value}`;
-}
-
-/** snake_case names of the Python package, so a ported config gets a useful message. */
-const PYTHON_NAMES: Readonly<Record<string, string>> = {
-  gpu_index: "gpuIndex",
-  idle_w: "idleW",
-  is_local: "isLocal",
-  power_endpoint: "powerEndpoint",
-  serving_match: "servingMatch",
-  contention_ignore: "contentionIgnore",
-  contention_floor_mib: "contentionFloorMib",
-  contention_interval_ms: "contentionIntervalMs",
-};
+const describe = describeValue;
 
 /**
  * Checks a node and fills in defaults. Throws a {@link GiulError} with code `INVALID_NODE` naming
@@ -92,17 +77,8 @@ export function resolveNode(node: Node): ResolvedNode {
   if (node === null || typeof node !== "object" || Array.isArray(node)) {
     throw new GiulError("INVALID_NODE", `node: expected an object, got ${describe(node)}`, { field: "node" });
   }
-  for (const key of Object.keys(node)) {
-    if (!(KNOWN_KEYS as readonly string[]).includes(key)) {
-      const hint = PYTHON_NAMES[key];
-      throw invalid(
-        key,
-        hint
-          ? `unknown key; did you mean "${hint}"? (giul for Node.js uses camelCase)`
-          : `unknown key; known keys are ${KNOWN_KEYS.join(", ")}`,
-      );
-    }
-  }
+  const unknown = firstUnknownKey(node, KNOWN_KEYS);
+  if (unknown !== null) throw invalid(unknown, unknownKey(unknown, KNOWN_KEYS));
   const raw = node as Node & Record<string, unknown>;
 
   if (typeof raw.name !== "string" || raw.name.length === 0) {
@@ -139,6 +115,12 @@ export function resolveNode(node: Node): ResolvedNode {
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw invalid("powerEndpoint", `expected an http:// or https:// URL, got ${describe(powerEndpoint)}`);
     }
+  }
+  if (!isLocal && powerEndpoint === null) {
+    throw invalid(
+      "powerEndpoint",
+      "required when isLocal is false: the URL of the giul-agent on that node (a remote card cannot be metered from here otherwise)",
+    );
   }
   const timeoutMs = raw.timeoutMs ?? 500;
   if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 60_000) {

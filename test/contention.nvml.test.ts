@@ -181,8 +181,16 @@ describe.runIf(ready)("probeNode", () => {
     expect(() => poolFits(state, 1.5)).toThrow(/gpuMemoryUtilization/);
   });
 
-  it("resolves null when the card cannot be read, never throws", async () => {
-    expect(await probeNode({ name: "far", idleW: 1, isLocal: false })).toBeNull();
+  it("resolves null when the card cannot be read, never throws for the card's sake", async () => {
     expect(await probeNode({ name: "nine", idleW: 1, gpuIndex: 9 })).toBeNull();
+    expect(
+      await probeNode({ name: "far", idleW: 1, isLocal: false, powerEndpoint: "http://127.0.0.1:1" }),
+    ).toBeNull();
+  });
+
+  it("a remote node without a powerEndpoint is a programmer error naming the field", async () => {
+    await expect(probeNode({ name: "far", idleW: 1, isLocal: false })).rejects.toThrow(
+      /node\.powerEndpoint: required when isLocal is false/,
+    );
   });
 });
