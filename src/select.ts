@@ -5,6 +5,7 @@ import { smiTrack } from "./backends/smi.js";
 import { smiCardReader } from "./backends/smi-card.js";
 import type { Track } from "./backends/track.js";
 import { chooseLocalBackend } from "./backends/types.js";
+import { Backoff } from "./backoff.js";
 import { loadBinding } from "./binding.js";
 import { debug } from "./debug.js";
 import { GiulError } from "./errors.js";
@@ -44,12 +45,11 @@ interface CacheEntry {
   readonly selection: Promise<Selection>;
   /** Date.now() after which a failed probe is tried again. */
   retryAt: number;
-  failures: number;
+  /** Failed probes of this card in a row: 5 s, 10 s, … up to 5 min before the next. */
+  readonly backoff: Backoff;
 }
 
 const cache = new Map<string, CacheEntry>();
-const RETRY_BASE_MS = 5_000;
-const RETRY_MAX_MS = 300_000;
 
 /** The backend forced by GIUL_BACKEND (for diagnosis), or null. Throws on an unknown name. */
 export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
@@ -74,20 +74,17 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
   const hit = cache.get(key);
   if (hit && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
 
-  const failures = hit ? hit.failures : 0;
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
     retryAt: 0,
-    failures,
+    backoff: hit ? hit.backoff : new Backoff(5_000, 300_000),
   };
   const selection = probe(node, forced).then((sel) => {
     if (sel.track === null && sel.backend !== "none") {
-      entry.failures += 1;
-      entry.retryAt = Date.now() + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (entry.failures - 1));
+      entry.retryAt = Date.now() + entry.backoff.fail();
     } else if (sel.track === null && sel.reason !== null && forced === null) {
       // `none` because nothing could be probed: look again later (a driver may come back).
-      entry.failures += 1;
-      entry.retryAt = Date.now() + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (entry.failures - 1));
+      entry.retryAt = Date.now() + entry.backoff.fail();
     }
     debug("node %s: backend %s%s", node.name, sel.backend, sel.reason ? ` (${sel.reason})` : "");
     return sel;

@@ -17,6 +17,7 @@
  */
 import http, { type ClientRequest } from "node:http";
 import https from "node:https";
+import { Backoff } from "../backoff.js";
 import { debug } from "../debug.js";
 import {
   type CardState,
@@ -357,8 +358,10 @@ export class RemoteTrack implements Track {
   private mode: "unknown" | "exact" | "poll" = "unknown";
   private probing: Promise<string | null> | null = null;
   private probeReason: string | null = null;
+  /** performance.now() before which a failed probe is not tried again. */
   private retryAt = 0;
-  private failures = 0;
+  /** Failed probes in a row: 1 s, 2 s, … up to 30 s before the next. */
+  private readonly probeBackoff = new Backoff(1_000, 30_000);
   private users = 0;
   private polled: RingTrack | null = null;
   private pollSource: PollSource | null = null;
@@ -410,11 +413,10 @@ export class RemoteTrack implements Track {
       }
     }
     if (reason !== null) {
-      this.failures += 1;
-      this.retryAt = performance.now() + Math.min(30_000, 1_000 * 2 ** (this.failures - 1));
+      this.retryAt = performance.now() + this.probeBackoff.fail();
       this.probeReason = reason;
     } else {
-      this.failures = 0;
+      this.probeBackoff.reset();
       this.probeReason = null;
     }
     return reason;

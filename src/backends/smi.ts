@@ -53,6 +53,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { Backoff } from "../backoff.js";
 import { debug } from "../debug.js";
 import { findNvidiaSmi } from "../host.js";
 import { fail, ok, type Result } from "../measurement.js";
@@ -366,7 +367,8 @@ export class SmiSampler {
   private active: Child | null = null;
   private next: Child | null = null;
   private query: SmiQuery = "instant";
-  private failures = 0;
+  /** Deaths in a row, and the delay before the next restart. */
+  private readonly restarts: Backoff;
   private restartTimer: NodeJS.Timeout | null = null;
   private stallTimer: NodeJS.Timeout | null = null;
   private lastStop: string | null = null;
@@ -379,6 +381,7 @@ export class SmiSampler {
 
   constructor(options: SmiSamplerOptions = {}) {
     this.options = options;
+    this.restarts = new Backoff(options.restartBaseMs ?? 250, options.restartMaxMs ?? 30_000);
     this.clock = options.clock ?? process.hrtime.bigint;
     this.watchdog = options.watchdog ?? (process.platform !== "win32" && existsSync("/bin/sh"));
   }
@@ -463,7 +466,7 @@ export class SmiSampler {
       periodMs: child?.periodMs ?? null,
       query: this.query,
       lastStop: this.lastStop,
-      failures: this.failures,
+      failures: this.restarts.failures,
       restartInMs: this.restartTimer !== null ? this.pendingDelayMs : null,
       counters: { ...this.counters },
       cards: [...this.cards.values()].map((c) => ({ index: c.index, power: c.power, readings: c.readings })),
@@ -617,7 +620,7 @@ export class SmiSampler {
     }
     this.active = null;
     this.next = null;
-    this.failures = 0;
+    this.restarts.reset();
     if (this.exitHook !== null) {
       process.removeListener("exit", this.exitHook);
       this.exitHook = null;
@@ -848,7 +851,7 @@ export class SmiSampler {
       this.ensureRunning();
       return;
     }
-    if (performance.now() - child.startedAt >= HEALTHY_MS && child.rows > 0) this.failures = 0;
+    if (performance.now() - child.startedAt >= HEALTHY_MS && child.rows > 0) this.restarts.reset();
     this.scheduleRestart();
   }
 
@@ -862,21 +865,14 @@ export class SmiSampler {
     }
   }
 
-  private restartDelayMs(): number {
-    const base = this.options.restartBaseMs ?? 250;
-    const max = this.options.restartMaxMs ?? 30_000;
-    return Math.min(max, base * 2 ** Math.min(this.failures, 30));
-  }
-
   private waitingReason(): string {
     return `${this.lastStop ?? "nvidia-smi stopped"}; restarting it with backoff`;
   }
 
   private scheduleRestart(): void {
     if (this.restartTimer !== null || this.cards.size === 0) return;
-    const delay = this.restartDelayMs();
+    const delay = this.restarts.fail();
     this.pendingDelayMs = delay;
-    this.failures += 1;
     const why = `${this.lastStop ?? "nvidia-smi stopped"}; restarting it in ${delay} ms`;
     for (const card of this.cards.values()) {
       card.ring.fail(why);
