@@ -1,7 +1,6 @@
 import { FLAG, type Sample, type SampleRing } from "./ring-track.js";
+import { MAX_PLAUSIBLE_MW } from "./uncertainty.js";
 
-/** Above this a counter's rise is not a card drawing power but a reset or a glitch (mW). */
-const MAX_PLAUSIBLE_MW = 5_000_000;
 const SLOTS = 8;
 
 /**

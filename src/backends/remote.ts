@@ -32,8 +32,9 @@ import {
 import { type EnergyWire, type PythonPower, parseEnergy, parsePower } from "../wire.js";
 import type { CardReader } from "./card.js";
 import { JsRing } from "./js-ring.js";
-import { counterStep, type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
+import { type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
 import type { Edge, Track } from "./track.js";
+import { counterEdgeErrMj, counterStep, edgePower, msFixed, tooShortForCounter } from "./uncertainty.js";
 
 export const DEFAULT_TIMEOUT_MS = 500;
 export const DEFAULT_POLL_MS = 100;
@@ -551,13 +552,9 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   }
   const agentNs = Number(BigInt(b.monotonic_ns) - BigInt(a.monotonic_ns));
   const step = counterStep(b.counter_step_ns, b.period_ns);
-  if (b.energy_source === "counter" && agentNs < step.shortestNs) {
-    return {
-      ok: false,
-      reason:
-        `window of ${(agentNs / 1e6).toFixed(2)} ms is shorter than the energy counter's update step ` +
-        `(~${(step.shortestNs / 1e6).toFixed(2)} ms): too short to measure`,
-    };
+  if (b.energy_source === "counter") {
+    const tooShort = tooShortForCounter(agentNs, step, msFixed);
+    if (tooShort !== null) return { ok: false, reason: tooShort };
   }
   const rawJ = b.energy_j - a.energy_j;
   const meanW = agentNs > 0 ? Math.max(0, rawJ) / (agentNs / 1e9) : 0;
@@ -569,8 +566,8 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   let caveat: string | null = null;
   if (b.energy_source === "counter") {
     // As on a local counter: each read is up to one step stale, and a whole number of mJ.
-    const edgeW = Math.max(meanW, pa, pb);
-    uncertaintyJ += (edgeW * (step.boundNs + (a.read_ns + b.read_ns) / 2)) / 1e9 + 0.002;
+    const edgeMw = edgePower(meanW, a.power_w, b.power_w) * 1000;
+    uncertaintyJ += counterEdgeErrMj(edgeMw, step.boundNs, a.read_ns, b.read_ns) / 1000;
   } else {
     caveat =
       "the agent integrates its sampled power (the card has no energy counter)" +

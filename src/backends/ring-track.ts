@@ -1,5 +1,15 @@
 import { type BackendName, type Check, fail, OK, type Result, type SpanMeasurement } from "../measurement.js";
 import type { Edge, Track } from "./track.js";
+import {
+  averagingErrMj,
+  counterEdgeErrMj,
+  counterStep,
+  edgePower,
+  interpolationErr,
+  msRounded,
+  tooShortForCounter,
+  trapezoidErrMj,
+} from "./uncertainty.js";
 
 /**
  * The window arithmetic shared by every sampling backend (the native thread's ring and the
@@ -144,7 +154,7 @@ class RingEdge implements Edge {
 
   /** Largest error the interpolation can make: the edge's true value lies between vA and vB (mJ). */
   interpErrMj(): number {
-    return Math.max(this.value - this.vA, this.vB - this.value);
+    return interpolationErr(this.vA, this.value, this.vB);
   }
 }
 
@@ -293,19 +303,15 @@ export class RingTrack implements Track {
 
     const step = counterStep(ring.counterStepNs(), ring.periodNs());
     const grossMj = to.value - from.value;
-    if (this.source.column === "energy" && to.t - from.t < step.shortestNs) {
-      return {
-        ok: false,
-        reason:
-          `window of ${fmtMs(to.t - from.t)} ms is shorter than the energy counter's update step ` +
-          `(~${fmtMs(step.shortestNs)} ms): too short to measure`,
-      };
+    if (this.source.column === "energy") {
+      const tooShort = tooShortForCounter(to.t - from.t, step, msRounded);
+      if (tooShort !== null) return { ok: false, reason: tooShort };
     }
 
     // One pass over the samples covering the span: gaps, and for an integral of power the error
     // that a trapezoid can make between samples.
     let maxGap = 0;
-    let trapezoidErrMj = 0;
+    let trapezoidMj = 0;
     let pMin = Number.POSITIVE_INFINITY;
     let pMax = Number.NEGATIVE_INFINITY;
     const first = Math.max(from.kA, ring.head() - ring.capacity);
@@ -316,7 +322,7 @@ export class RingTrack implements Track {
       if (!Number.isNaN(prevT)) {
         const dt = s.t - prevT;
         if (dt > maxGap) maxGap = dt;
-        if (this.source.column === "integral") trapezoidErrMj += (Math.abs(s.powerMw - prevP) * dt) / 2e9;
+        if (this.source.column === "integral") trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
       }
       prevT = s.t;
       prevP = s.powerMw;
@@ -327,16 +333,13 @@ export class RingTrack implements Track {
     let uncertaintyMj = from.interpErrMj() + to.interpErrMj();
     let caveat: string | null = null;
     if (this.source.column === "energy") {
-      // The counter's value is as of its last update, up to one step before the read: the two
-      // edges' staleness differs by at most one step at the power around them. And each read is
-      // a whole number of mJ.
       const meanMw = Math.max(0, grossMj) / Math.max(seconds, 1e-9);
-      const edgeMw = Math.max(meanMw, finiteOr0(from.powerMw), finiteOr0(to.powerMw));
-      uncertaintyMj += edgeMw * ((step.boundNs + (from.readNs + to.readNs) / 2) / 1e9) + 2;
+      const edgeMw = edgePower(meanMw, from.powerMw, to.powerMw);
+      uncertaintyMj += counterEdgeErrMj(edgeMw, step.boundNs, from.readNs, to.readNs);
     } else {
-      uncertaintyMj += trapezoidErrMj;
+      uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
-        uncertaintyMj += ((pMax - pMin) * Math.min(1, seconds)) / 2;
+        uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
         caveat = "power from nvmlDeviceGetPowerUsage, a 1 s trailing average on Ampere and newer cards";
       }
     }
@@ -541,22 +544,4 @@ export class RingTrack implements Track {
     }
     if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
   }
-}
-
-/**
- * What a sampler's upper estimate of the counter's update step (0: unknown) means for a window:
- * `boundNs`, a step the error bar may assume (never below the true one); `shortestNs`, the
- * shortest window worth measuring (the estimate less the period it overshoots by).
- */
-export function counterStep(stepUpperNs: number, periodNs: number): { boundNs: number; shortestNs: number } {
-  if (!(stepUpperNs > 0)) return { boundNs: 2 * periodNs, shortestNs: periodNs };
-  return { boundNs: stepUpperNs, shortestNs: Math.max(stepUpperNs - periodNs, 0) };
-}
-
-function finiteOr0(x: number): number {
-  return Number.isFinite(x) ? x : 0;
-}
-
-function fmtMs(ns: number): string {
-  return String(Math.round(ns / 1e4) / 100);
 }

@@ -13,6 +13,7 @@
  * stamp is absent or marked bad, and the sampler falls back to the time the row arrived.
  */
 import { spawn } from "node:child_process";
+import { MAX_PLAUSIBLE_W } from "./uncertainty.js";
 
 /** The query when the driver knows `power.draw.instant` (R535 and later). */
 export const QUERY_INSTANT = "index,power.draw.instant,power.draw,timestamp";
@@ -99,8 +100,6 @@ export type SmiCell =
   | { readonly ok: true; readonly watts: number }
   | { readonly ok: false; readonly code: SmiErrorCode; readonly text: string };
 
-/** No card draws this much; a larger figure is garbage, not power (W). */
-const MAX_PLAUSIBLE_W = 5_000;
 const WATTS = /^(\d{1,6})(\.\d{1,6})?(?: W)?$/;
 const INDEX = /^\d{1,4}$/;
 
