@@ -229,8 +229,6 @@ class PollSource implements RingSource {
   private timer: NodeJS.Timeout | null = null;
   private inFlight = 0;
   private lastT = -1n;
-  /** 0, or the error code of the failed polls that the next good one ends. */
-  private gap = 0;
   lastReason: string | null = null;
 
   constructor(
@@ -243,7 +241,6 @@ class PollSource implements RingSource {
   open(): Result<SampleRing> {
     this.ring = new JsRing({ epochNs: this.clock(), periodNs: this.pollMs * 1e6 });
     this.lastT = -1n;
-    this.gap = 0;
     this.poll();
     this.loop();
     return ok(this.ring);
@@ -319,15 +316,7 @@ class PollSource implements RingSource {
         t = this.lastT + 1n;
       }
       this.lastT = t;
-      if (error !== 0) {
-        if (this.gap === 0) this.gap = error;
-      } else if (this.gap !== 0) {
-        // A second fault sample at the same instant ends the gap, so that an edge taken inside
-        // it sees the fault too; without it the flat integral across the gap would count that part
-        // of the window as 0 J.
-        ring.push(t, Number.NaN, Number.NaN, this.gap);
-        this.gap = 0;
-      }
+      // A good poll after failed ones ends their gap: JsRing marks it so that an edge inside it fails.
       ring.push(t, Number.NaN, powerMw, error, readNs);
     });
   }

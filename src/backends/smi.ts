@@ -23,9 +23,8 @@
  * `power.draw` (a one-second average on Ampere and newer: RingSource.averagedPower, which puts the
  * caveat on the Energy record). A token (`[N/A]`, `[GPU is lost]`, …), a garbled row, or the child
  * dying is never a reading: the card's ring gets a sample with NaN power and an error code, which
- * JsRing counts as a fault (READ_FAILED) and across which its integral does not bridge; the first
- * good reading after such a gap is preceded by a second such sample at the same instant, so that
- * an edge taken anywhere inside the gap also sees the fault. A window over a gap therefore fails
+ * JsRing counts as a fault (READ_FAILED) and across which its integral does not bridge (JsRing
+ * also closes the gap, so that an edge taken inside it sees the fault). A window over a gap fails
  * with the reason ("a read failed: nvidia-smi printed [GPU is lost]", "nvidia-smi stopped
  * (exited with code 9: NVIDIA-SMI has failed because …)").
  *
@@ -306,8 +305,6 @@ interface Card {
   readonly requests: Map<object, number>;
   power: SmiPower | null;
   readings: number;
-  /** 0, or the error code of the gap that the next reading closes. */
-  gap: number;
   badBeforeGood: number;
 }
 
@@ -417,7 +414,6 @@ export class SmiSampler {
         requests: new Map(),
         power: null,
         readings: 0,
-        gap: 0,
         badBeforeGood: 0,
       };
       this.cards.set(index, card);
@@ -791,9 +787,6 @@ export class SmiSampler {
   }
 
   private good(card: Card, t: bigint, watts: number, periodMs: number): void {
-    // A second fault sample at the same instant closes a gap: an edge inside the gap sees it.
-    if (card.gap !== 0) card.ring.push(t, Number.NaN, Number.NaN, card.gap);
-    card.gap = 0;
     card.ring.push(t, Number.NaN, watts * 1000, 0);
     card.readings += 1;
     card.badBeforeGood = 0;
@@ -809,7 +802,6 @@ export class SmiSampler {
     if (count && counter !== undefined) this.counters[counter] += 1;
     if (card.readings > 0) {
       card.ring.push(t, Number.NaN, Number.NaN, code);
-      if (card.gap === 0) card.gap = code;
       return;
     }
     // Nothing read yet: no sample (an edge before the first reading fails as such), but say why.
@@ -859,9 +851,8 @@ export class SmiSampler {
   private openGaps(): void {
     const t = this.stamp(this.clock(), 0, 0n);
     for (const card of this.cards.values()) {
-      if (card.readings === 0 || card.gap !== 0) continue;
+      if (card.readings === 0 || card.ring.gapOpen()) continue;
       card.ring.push(t, Number.NaN, Number.NaN, SMI_ERROR.EXITED);
-      card.gap = SMI_ERROR.EXITED;
     }
   }
 
