@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { JsRing } from "../src/backends/js-ring.js";
-import { type RingSource, RingTrack } from "../src/backends/ring-track.js";
+import type { RingSource } from "../src/backends/ring.js";
+import { RingTrack } from "../src/backends/ring-track.js";
 import { ok } from "../src/measurement.js";
 
 // The window arithmetic shared by every sampling backend, driven by a synthetic card whose power

@@ -1,4 +1,4 @@
-import { FLAG, type Sample, type SampleRing } from "./ring-track.js";
+import { FLAG, type Sample, type SampleRing } from "./ring.js";
 import { MAX_PLAUSIBLE_MW } from "./uncertainty.js";
 
 const SLOTS = 8;

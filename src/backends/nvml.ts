@@ -2,7 +2,8 @@ import type { GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
 import type { BackendName } from "../measurement.js";
 import { type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
 import type { CardReader } from "./card.js";
-import { type RingSource, RingTrack, type Sample, type SampleRing } from "./ring-track.js";
+import type { RingSource, Sample, SampleRing } from "./ring.js";
+import { RingTrack } from "./ring-track.js";
 
 /**
  * The native backends: the addon's sampling thread writes a ring in memory shared with

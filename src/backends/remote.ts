@@ -32,7 +32,8 @@ import {
 import { type EnergyWire, type PythonPower, parseEnergy, parsePower } from "../wire.js";
 import type { CardReader } from "./card.js";
 import { JsRing } from "./js-ring.js";
-import { type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
+import type { RingSource, SampleRing } from "./ring.js";
+import { RingTrack } from "./ring-track.js";
 import type { Edge, Track } from "./track.js";
 import { counterEdgeErrMj, counterStep, edgePower, msFixed, tooShortForCounter } from "./uncertainty.js";
 

@@ -1,4 +1,5 @@
-import { type BackendName, type Check, fail, OK, type Result, type SpanMeasurement } from "../measurement.js";
+import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import { FLAG, type RingSource, type Sample, type SampleRing } from "./ring.js";
 import type { Edge, Track } from "./track.js";
 import {
   averagingErrMj,
@@ -12,66 +13,11 @@ import {
 } from "./uncertainty.js";
 
 /**
- * The window arithmetic shared by every sampling backend (the native thread's ring and the
- * nvidia-smi sampler's): edges interpolated between the samples that bracket them, spans as the
- * difference of a cumulative quantity, quality and faults over the samples in between. Only the
- * source of samples differs between backends.
+ * The window arithmetic shared by every sampling backend (the native thread's ring, the
+ * nvidia-smi sampler's, a polled agent's): edges interpolated between the samples that bracket
+ * them, spans as the difference of a cumulative quantity, quality and faults over the samples in
+ * between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
  */
-
-/** One reading, as both rings store it. Times are ns relative to the ring's epoch. */
-export interface Sample {
-  t: number;
-  energyMj: number;
-  powerMw: number;
-  integralMj: number;
-  flags: number;
-  error: number;
-  faults: number;
-  /** Duration of the read stamped by t (ns): its value belongs to some instant in it. */
-  readNs: number;
-}
-
-/** Bits of Sample.flags (the same values as the addon's `flags`). */
-export const FLAG = Object.freeze({
-  ENERGY_OK: 1,
-  POWER_OK: 2,
-  COUNTER_BACKWARDS: 4,
-  COUNTER_JUMP: 8,
-  READ_FAILED: 16,
-});
-
-/** A sequence of samples k = 0, 1, 2, … of which the last `capacity` are kept. */
-export interface SampleRing {
-  readonly epochNs: bigint;
-  readonly capacity: number;
-  /** Number of samples written so far. */
-  head(): number;
-  /** Copies sample k into `out`; false when k is not (or no longer) held. */
-  read(k: number, out: Sample): boolean;
-  /** The sampling period now (ns). */
-  periodNs(): number;
-  /**
-   * The energy counter's update step, estimated from above (ns), 0 when unknown: the smallest
-   * interval from the last reading before a change to the reading that saw the next change. It is
-   * never below the true step (about one period above it), however late the sampler ran.
-   */
-  counterStepNs(): number;
-  /** Why no sample can be expected (the source failed for good), or null. */
-  failure(): string | null;
-}
-
-/** Where a ring comes from: opened on first use, closed a while after the last window leaves. */
-export interface RingSource {
-  /** Which cumulative column is the energy: the counter or the integral of power. */
-  readonly column: "energy" | "integral";
-  /** Power comes from a source that averages over about a second (nvmlDeviceGetPowerUsage). */
-  readonly averagedPower: boolean;
-  open(periodMs: number): Result<SampleRing>;
-  setPeriod(periodMs: number): void;
-  close(): void;
-  /** Describe an NVML (or other) error code carried by a sample. */
-  describeError(code: number): string;
-}
 
 /** The newest sample of a track (RingTrack.latest). */
 export interface LatestSample {

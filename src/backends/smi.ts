@@ -57,7 +57,8 @@ import { debug } from "../debug.js";
 import { findNvidiaSmi } from "../host.js";
 import { fail, ok, type Result } from "../measurement.js";
 import { JsRing } from "./js-ring.js";
-import { type RingSource, RingTrack, type SampleRing } from "./ring-track.js";
+import type { RingSource, SampleRing } from "./ring.js";
+import { RingTrack } from "./ring-track.js";
 import {
   choosePower,
   describeSmiError,
