@@ -3,10 +3,9 @@
  * features and the backend a local Meter would use on it, and nvidia-smi. Never throws: every
  * failure is a field with a reason. giul-probe prints this; select.ts asks for one card.
  */
-import { accessSync, constants, statSync } from "node:fs";
-import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../binding.js";
 import { querySmiOnce, type SmiProbe } from "./backends/smi-parse.js";
+import { findNvidiaSmi, type SmiStatus } from "./backends/smi-path.js";
 import { chooseLocalBackend, type LocalCapabilities } from "./backends/types.js";
 import { type BindingLoad, loadBinding } from "./binding.js";
 import { debug } from "./debug.js";
@@ -57,13 +56,6 @@ export interface HostDevice {
   readonly reason: string | null;
 }
 
-export interface SmiStatus {
-  /** The nvidia-smi that would be run (GIUL_NVIDIA_SMI, else the first on PATH), or null. */
-  readonly path: string | null;
-  /** Why there is none, or null. */
-  readonly reason: string | null;
-}
-
 export interface HostReport {
   readonly addon: AddonStatus;
   readonly nvml: NvmlStatus;
@@ -96,33 +88,6 @@ export interface HostDeps {
 const defaultDeps: HostDeps = { load: loadBinding, env: process.env };
 
 const DEFAULT_LIBRARY = "libnvidia-ml.so.1";
-
-function isExecutableFile(path: string): boolean {
-  try {
-    if (!statSync(path).isFile()) return false;
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Finds nvidia-smi without running it: GIUL_NVIDIA_SMI when set, else a search of PATH. */
-export function findNvidiaSmi(env: NodeJS.ProcessEnv = process.env): SmiStatus {
-  const override = env.GIUL_NVIDIA_SMI;
-  if (override !== undefined && override !== "") {
-    const path = resolve(override);
-    return isExecutableFile(path)
-      ? { path, reason: null }
-      : { path: null, reason: `GIUL_NVIDIA_SMI=${override} is not an executable file` };
-  }
-  for (const dir of (env.PATH ?? "").split(delimiter)) {
-    if (dir === "" || !isAbsolute(dir)) continue;
-    const candidate = join(dir, "nvidia-smi");
-    if (isExecutableFile(candidate)) return { path: candidate, reason: null };
-  }
-  return { path: null, reason: "nvidia-smi is not on PATH" };
-}
 
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

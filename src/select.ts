@@ -3,13 +3,14 @@ import { nvmlCardReader, nvmlTrack } from "./backends/nvml.js";
 import { agentCardReader, remoteTrack } from "./backends/remote.js";
 import { smiTrack } from "./backends/smi.js";
 import { smiCardReader } from "./backends/smi-card.js";
+import { findNvidiaSmi } from "./backends/smi-path.js";
 import type { Track } from "./backends/track.js";
 import { chooseLocalBackend } from "./backends/types.js";
 import { Backoff } from "./backoff.js";
 import { loadBinding } from "./binding.js";
 import { debug } from "./debug.js";
 import { GiulError } from "./errors.js";
-import { findNvidiaSmi, localCapabilities } from "./host.js";
+import { localCapabilities } from "./host.js";
 import { BACKEND_NAMES, type BackendName } from "./measurement.js";
 import type { ResolvedNode } from "./node.js";
 

@@ -54,7 +54,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { Backoff } from "../backoff.js";
 import { debug } from "../debug.js";
-import { findNvidiaSmi } from "../host.js";
 import { fail, ok, type Result } from "../measurement.js";
 import { JsRing } from "./js-ring.js";
 import type { RingSource, SampleRing } from "./ring.js";
@@ -71,6 +70,7 @@ import {
   type SmiQuery,
   smiArgs,
 } from "./smi-parse.js";
+import { findNvidiaSmi } from "./smi-path.js";
 
 export { querySmiOnce, type SmiPower, type SmiProbe, type SmiProbeDevice } from "./smi-parse.js";
 
