@@ -15,7 +15,15 @@
  * moves CLOCK_MONOTONIC with the wall clock on Linux, and elsewhere drifts by well under a ms over
  * the window. The stamp has a ms resolution (a reading is placed up to 1 ms early), far below the
  * 100 ms periods used.
+ *
+ * A row without a usable timestamp (a replayed capture, `[N/A]`, garbage) falls back
+ * ({@link RowPlacer}): placed on the period grid after the last row that had one (never after its
+ * arrival), or with none, at its arrival, with bunching corrected: when several iterations arrive
+ * in one chunk, iteration j of n is stamped (n − 1 − j) periods before the arrival, so the samples
+ * keep their spacing instead of piling up on one instant. The times handed out never go back.
  */
+import { debug } from "../debug.js";
+import type { SmiStamp } from "./smi-parse.js";
 
 /** The span of rows over which the offset between nvidia-smi's wall clock and CLOCK_MONOTONIC is taken. */
 export const OFFSET_WINDOW_MS = 15_000;
@@ -96,5 +104,96 @@ export class SmiClock {
       this.first = 0;
     }
     return wallNs + (this.offsets[this.first] as bigint);
+  }
+}
+
+/** Iterations after the last stamped row for which an unstamped row is placed on its grid. */
+const GRID_ITERATIONS = 5;
+
+/** Where one child's stream of rows stands, as far as placing them in time goes. */
+export interface StreamPosition {
+  /** Iterations of the loop seen before the current one. */
+  readonly iteration: number;
+  /** The iteration and time of the last row placed by its timestamp, or null. */
+  lastStamped: { iteration: number; t: bigint } | null;
+}
+
+/** What placing rows counts (fields of the sampler's counters). */
+export interface PlacementCounts {
+  /** Rows placed by nvidia-smi's own timestamp, and those placed without one (missing or bad). */
+  stamped: number;
+  unstamped: number;
+  /** Rows whose timestamp did not parse. */
+  badStamps: number;
+  /** Steps of the wall clock seen in the timestamps (the offset estimate restarted). */
+  clockSteps: number;
+}
+
+/**
+ * The instant of each row of nvidia-smi's output on CLOCK_MONOTONIC: by its timestamp through
+ * {@link SmiClock} where it has a good one, else by the fallbacks of the module's comment. One for
+ * every child of a sampler: the times it hands out never go back.
+ */
+export class RowPlacer {
+  private readonly wall = new SmiClock();
+  private last = 0n;
+
+  constructor(private readonly counts: PlacementCounts) {}
+
+  /**
+   * A card's row stamped `stamp` (null: the query has no timestamp), of iteration `iteration` of
+   * `stream` (`starts`: the first row of that iteration), in a chunk that arrived at `arrival`.
+   */
+  row(
+    stream: StreamPosition,
+    stamp: SmiStamp | null,
+    arrival: bigint,
+    iteration: number,
+    starts: boolean,
+    periodNs: bigint,
+  ): bigint {
+    if (stamp === null || !stamp.ok) {
+      if (stamp !== null) this.counts.badStamps += 1;
+      return this.unstamped(stream, arrival, iteration, periodNs);
+    }
+    if (stream.lastStamped === null) this.wall.newStream();
+    const steps = this.wall.steps;
+    const t = this.wall.map(arrival, stamp.wallMs, starts, periodNs);
+    if (this.wall.steps !== steps) {
+      this.counts.clockSteps += 1;
+      debug("smi: the wall clock stepped; offset estimate restarted");
+    }
+    this.counts.stamped += 1;
+    stream.lastStamped = { iteration, t };
+    return this.monotone(t);
+  }
+
+  /**
+   * A row without a usable timestamp: on the period grid after the stream's last stamped row (not
+   * after the arrival), or, with none, `back` periods before the arrival, `back` being the
+   * iterations after it in the same chunk.
+   */
+  unstamped(stream: StreamPosition, arrival: bigint, iteration: number, periodNs: bigint): bigint {
+    this.counts.unstamped += 1;
+    const last = stream.lastStamped;
+    // The grid holds for a few iterations only: nvidia-smi sleeps a period after each query, so
+    // its iterations are a little longer than the period and the grid falls behind.
+    if (last !== null && iteration - last.iteration <= GRID_ITERATIONS) {
+      const t = last.t + BigInt(iteration - last.iteration) * periodNs;
+      return this.monotone(t < arrival ? t : arrival);
+    }
+    return this.monotone(arrival - BigInt(stream.iteration - iteration) * periodNs);
+  }
+
+  /** An instant that is not a row (the child's death, say): `t`, kept in order with the rows. */
+  arrived(t: bigint): bigint {
+    return this.monotone(t);
+  }
+
+  /** `t`, or the last time handed out if that is later. */
+  private monotone(t: bigint): bigint {
+    if (t < this.last) t = this.last;
+    this.last = t;
+    return t;
   }
 }
