@@ -1,6 +1,7 @@
+import { agentCardReader } from "./backends/agent-client.js";
 import type { CardReader } from "./backends/card.js";
 import { nvmlCardReader, nvmlTrack } from "./backends/nvml.js";
-import { agentCardReader, remoteTrack } from "./backends/remote.js";
+import { remoteTrack } from "./backends/remote.js";
 import { smiTrack } from "./backends/smi.js";
 import { smiCardReader } from "./backends/smi-card.js";
 import { findNvidiaSmi } from "./backends/smi-path.js";
