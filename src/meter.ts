@@ -5,7 +5,7 @@ import { charge, type Energy } from "./energy.js";
 import { GiulError } from "./errors.js";
 import type { BackendName, ContendingProcess, ProcessRead, SpanMeasurement } from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import { forcedBackend, knownForcedFailure, type Selection, select } from "./select.js";
+import { forcedBackend, knownForcedFailure, type Selection, select } from "./select/index.js";
 
 /** Options of {@link Meter.forNode}. */
 export interface MeterOptions {

@@ -23,7 +23,7 @@ const sc = scenarioForThisProcess({ devices: [{ power: squareWave(600), counterS
 
 // Loaded after the environment is set: the addon reads it on its first NVML call.
 const { Meter, isGiulError } = await import("../src/index.js");
-const { resetSelection } = await import("../src/select.js");
+const { resetSelection } = await import("../src/select/index.js");
 type MeterT = import("../src/meter.js").Meter;
 
 const ready = nativeReady();

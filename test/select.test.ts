@@ -6,7 +6,7 @@ import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 const sc = scenarioForThisProcess({ devices: [{ power: 200 }, { power: 150, counter: false }] });
 const { Meter, isGiulError } = await import("../src/index.js");
-const { resetSelection } = await import("../src/select.js");
+const { resetSelection } = await import("../src/select/index.js");
 
 const ready = nativeReady();
 afterAll(() => {

@@ -16,7 +16,7 @@ import { loadBinding } from "../binding.js";
 import { debug } from "../debug.js";
 import { fail, ok, type Result } from "../measurement.js";
 import { resolveNode } from "../node.js";
-import { forcedBackend, select } from "../select.js";
+import { forcedBackend, select } from "../select/index.js";
 import type { ComputeAppWire, EnergyWire, PowerWire } from "../wire.js";
 
 export interface DeviceState {

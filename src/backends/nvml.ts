@@ -1,7 +1,9 @@
 import type { GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
+import { loadBinding } from "../binding.js";
 import type { BackendName } from "../measurement.js";
 import { type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
 import type { CardReader } from "./card.js";
+import type { BackendDescriptor } from "./descriptor.js";
 import type { RingSource, Sample, SampleRing } from "./ring.js";
 import { RingTrack } from "./ring-track.js";
 
@@ -189,3 +191,26 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
     },
   };
 }
+
+function nvmlBackend(counter: boolean): BackendDescriptor {
+  return {
+    name: counter ? "nvml_counter" : "nvml_sampler",
+    canServe: (card, caps) =>
+      card.isLocal && caps !== null && caps.nvml && (counter ? caps.energyCounter : caps.nvmlPower),
+    open(card, caps) {
+      const loaded = loadBinding();
+      if (!loaded.ok) return fail(loaded.reason);
+      const instantPower = caps?.info?.instantPower ?? false;
+      return ok({
+        track: nvmlTrack(loaded.binding, card.gpuIndex, { counter, instantPower }),
+        reader: nvmlCardReader(loaded.binding, card.gpuIndex),
+      });
+    },
+  };
+}
+
+/** `nvml_counter`: the card's energy counter, read by the addon's sampling thread (Volta and newer). */
+export const nvmlCounterBackend: BackendDescriptor = nvmlBackend(true);
+
+/** `nvml_sampler`: the same thread's integral of NVML power, on a card without the counter. */
+export const nvmlSamplerBackend: BackendDescriptor = nvmlBackend(false);

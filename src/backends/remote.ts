@@ -12,9 +12,10 @@
  * measurement, with the reason, never the request; close() waits at most about one timeout.
  */
 import { Backoff } from "../backoff.js";
-import { type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import { type Check, fail, OK, ok, type SpanMeasurement } from "../measurement.js";
 import { parsePower } from "../wire.js";
-import { agentBase, DEFAULT_TIMEOUT_MS, getJson, httpFailure } from "./agent-client.js";
+import { agentBase, agentCardReader, DEFAULT_TIMEOUT_MS, getJson, httpFailure } from "./agent-client.js";
+import type { BackendDescriptor } from "./descriptor.js";
 import { ExactTrack } from "./remote-exact.js";
 import { PolledTrack } from "./remote-poll.js";
 import type { Edge, Track } from "./track.js";
@@ -144,3 +145,17 @@ export class RemoteTrack implements Track {
 export function remoteTrack(endpoint: string, options: RemoteTrackOptions = {}): RemoteTrack {
   return new RemoteTrack(endpoint, options);
 }
+
+/** `remote_agent`: a node that is not local, through the giul-agent at its powerEndpoint. */
+export const remoteAgentBackend: BackendDescriptor = {
+  name: "remote_agent",
+  canServe: (card) => !card.isLocal && card.powerEndpoint !== null,
+  open(card) {
+    const endpoint = card.powerEndpoint;
+    if (endpoint === null) return fail("the node is not local and has no powerEndpoint");
+    return ok({
+      track: remoteTrack(endpoint, { timeoutMs: card.timeoutMs }),
+      reader: agentCardReader(endpoint, card.timeoutMs),
+    });
+  },
+};

@@ -26,9 +26,12 @@
  * got to read it, by nvidia-smi's own timestamp where it has one (RowPlacer,
  * ./smi-clock.ts). The times written into a ring never go back.
  */
-import type { Result } from "../measurement.js";
+import { ok, type Result } from "../measurement.js";
+import type { BackendDescriptor } from "./descriptor.js";
 import type { RingSource, SampleRing } from "./ring.js";
 import { RingTrack } from "./ring-track.js";
+import { smiCardReader } from "./smi-card.js";
+import { findNvidiaSmi } from "./smi-path.js";
 import { SmiSampler } from "./smi-sampler.js";
 
 class SmiSource implements RingSource {
@@ -76,3 +79,19 @@ export function sharedSmiSampler(): SmiSampler {
 export function smiTrack(index: number, sampler: SmiSampler = sharedSmiSampler()): RingTrack {
   return new RingTrack("smi_sampler", new SmiSource(sampler, index));
 }
+
+/**
+ * `smi_sampler`: a local card whose power nvidia-smi reads (no addon, or no NVML through it); its
+ * processes and state through short nvidia-smi runs.
+ */
+export const smiSamplerBackend: BackendDescriptor = {
+  name: "smi_sampler",
+  canServe: (card, caps) => card.isLocal && caps !== null && caps.smi,
+  open(card) {
+    const smi = findNvidiaSmi();
+    return ok({
+      track: smiTrack(card.gpuIndex),
+      reader: smi.path === null ? null : smiCardReader(smi.path, card.gpuIndex),
+    });
+  },
+};
