@@ -8,7 +8,7 @@
  */
 import http, { type ClientRequest } from "node:http";
 import https from "node:https";
-import { type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
+import { type CardInfo, type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
 import { type PythonPower, parsePower } from "../wire.js";
 import type { CardReader } from "./card.js";
 
@@ -191,19 +191,28 @@ export function agentCardReader(endpoint: string, timeoutMs = DEFAULT_TIMEOUT_MS
       }
       return { ok: true, tNs, processes: r.value.computeApps };
     },
+    async readInfo(): Promise<Result<CardInfo>> {
+      const { r } = await read();
+      return r.ok ? ok(infoOf(r.value)) : r;
+    },
     async readState(): Promise<Result<CardState>> {
       const { r } = await read();
       if (!r.ok) return r;
       const p = r.value;
       if (p.computeApps === null)
         return fail("the giul-agent cannot read the card's processes (compute_apps null)");
-      return ok({
-        memoryFreeMib: p.memoryFreeMib,
-        memoryUsedMib: p.memoryUsedMib,
-        memoryTotalMib: p.memoryTotalMib,
-        utilizationPct: p.utilizationPct,
-        computeApps: p.computeApps,
-      });
+      return ok({ ...infoOf(p), computeApps: p.computeApps });
     },
+  };
+}
+
+function infoOf(p: PythonPower): CardInfo {
+  return {
+    name: p.name,
+    memoryFreeMib: p.memoryFreeMib,
+    memoryUsedMib: p.memoryUsedMib,
+    memoryTotalMib: p.memoryTotalMib,
+    utilizationPct: p.utilizationPct,
+    powerW: p.watts,
   };
 }

@@ -1,4 +1,5 @@
 import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
 import { FLAG, type RingSource, type Sample, type SampleRing } from "./ring.js";
 import type { Edge, Track } from "./track.js";
 import {
@@ -18,54 +19,6 @@ import {
  * them, spans as the difference of a cumulative quantity, quality and faults over the samples in
  * between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
  */
-
-/** The newest sample of a track (RingTrack.latest). */
-export interface LatestSample {
-  /** CLOCK_MONOTONIC ns of the sample. */
-  readonly tNs: bigint;
-  /** Its index k in the ring. */
-  readonly index: number;
-  /** The cumulative energy column (counter or integral of power), mJ; NaN when that read failed. */
-  readonly cumulativeMj: number;
-  /** Power, mW; NaN when that read failed. */
-  readonly powerMw: number;
-  /** Faulty samples so far. */
-  readonly faults: number;
-  /** Which run of the sampler (see RingInfo.generation). */
-  readonly generation: number;
-}
-
-/** What a running ring is (RingTrack.ringInfo). */
-export interface RingInfo {
-  readonly column: "energy" | "integral";
-  readonly averagedPower: boolean;
-  readonly periodNs: number;
-  readonly counterStepNs: number;
-  /** Incremented each time the track opens a ring: values of two generations do not subtract. */
-  readonly generation: number;
-}
-
-/** The cumulative value at one edge (RingTrack.reading). */
-export type EdgeReading =
-  | {
-      readonly ok: true;
-      readonly tNs: bigint;
-      /** Cumulative column at the edge, interpolated between the two samples around it (mJ). */
-      readonly valueMj: number;
-      /** Power at the sample after the edge (mW; NaN when unknown). */
-      readonly powerMw: number;
-      /** Largest error the interpolation can make (mJ). */
-      readonly interpErrMj: number;
-      /** Longest read among the two samples (ns). */
-      readonly readNs: number;
-      /** Index of the sample before the edge. */
-      readonly kA: number;
-      /** Cumulative faults at the sample before and after the edge. */
-      readonly faultsA: number;
-      readonly faultsB: number;
-      readonly generation: number;
-    }
-  | { readonly ok: false; readonly reason: string };
 
 const PENDING = 0;
 const RESOLVED = 1;
@@ -111,8 +64,10 @@ interface Waiter {
 
 const LINGER_MS = 5_000;
 
-export class RingTrack implements Track {
+export class RingTrack implements Track, TrackReadings {
   readonly backend: BackendName;
+  /** A ring's samples can be read one by one (giul-agent serves them): this track offers readings. */
+  readonly readings: TrackReadings = this;
   private readonly source: RingSource;
   private ring: SampleRing | null = null;
   private openReason: string | null = null;
