@@ -73,8 +73,9 @@ export function sharedSmiSampler(): SmiSampler {
 }
 
 /**
- * A track over card `index`'s power as nvidia-smi reports it, through the process's shared
- * sampler (or `sampler`, for tests). The child starts at the track's first `retain`.
+ * A track over card `index`'s power as nvidia-smi reports it through `sampler`, whose one child
+ * serves every card it is asked for (default: the process's shared sampler). The child starts at
+ * the track's first `retain`.
  */
 export function smiTrack(index: number, sampler: SmiSampler = sharedSmiSampler()): RingTrack {
   return new RingTrack("smi_sampler", new SmiSource(sampler, index));

@@ -127,9 +127,3 @@ function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabili
   if (!opened.ok) return { backend: "none", track: null, reason: opened.reason };
   return { backend: backend.name, track: opened.value.track, reason: null, reader: opened.value.reader };
 }
-
-/** Forget every cached selection (for tests). Tracks in use keep working. */
-export function resetSelection(): void {
-  cache.clear();
-  forcedFailures.clear();
-}
