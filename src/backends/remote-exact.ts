@@ -101,7 +101,7 @@ export class ExactTrack implements Track {
     });
   }
 
-  /** Waits for this track's edges; an edge taken before the agent's kind was known has nothing to wait for. */
+  /** Waits for this track's edges (one taken before the agent's kind was known has no request). */
   settle(edges: readonly Edge[]): Promise<void> {
     const waits: Promise<void>[] = [];
     for (const e of edges) if (e instanceof RemoteEdge) waits.push(e.done);

@@ -139,7 +139,7 @@ export function capabilitiesOf(info: DeviceInfo | NativeFailure | null, smi: Smi
 const cachedCapabilities = new Map<number, Promise<CardCapabilities>>();
 
 /** One local card's capabilities and state, for the backend choice (src/select/). Never throws. */
-export async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
+async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
   const smi = findNvidiaSmi(deps.env);
   const nvml = await nvmlState(deps);
   let info: DeviceInfo | null = null;
@@ -160,9 +160,9 @@ export async function localCapabilitiesWith(index: number, deps: HostDeps): Prom
 
 /**
  * {@link localCapabilitiesWith} for this process. A card that could be read is cached until
- * {@link forgetCapabilities} (`probeHost({ refresh: true })`); one that could not (no addon, NVML or card unreadable) is not, so
- * that selection's re-probe after its backoff looks again (a driver loaded since, nvidia-smi
- * installed since) rather than getting the old failure back.
+ * {@link forgetCapabilities} (`probeHost({ refresh: true })`); one that could not (no addon, NVML or
+ * card unreadable) is not, so that selection's re-probe after its backoff looks again (a driver
+ * loaded since, nvidia-smi installed since) rather than getting the old failure back.
  */
 export function localCapabilities(index: number): Promise<CardCapabilities> {
   let entry = cachedCapabilities.get(index);

@@ -10,7 +10,7 @@ import { remoteAgentBackend } from "../backends/remote.js";
 import { smiSamplerBackend } from "../backends/smi.js";
 import type { BackendName } from "../measurement.js";
 
-export const REGISTRY: readonly BackendDescriptor[] = [
+const REGISTRY: readonly BackendDescriptor[] = [
   nvmlCounterBackend,
   nvmlSamplerBackend,
   smiSamplerBackend,
@@ -28,7 +28,7 @@ export function firstServing(card: CardTarget, caps: LocalCapabilities | null): 
 }
 
 /** Local GPU `index` as a card for the registry. */
-export function localCard(index: number): CardTarget {
+function localCard(index: number): CardTarget {
   return { isLocal: true, gpuIndex: index, powerEndpoint: null, timeoutMs: 0 };
 }
 
