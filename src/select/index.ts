@@ -22,7 +22,7 @@ export interface Selection {
   readonly track: Track | null;
   /** Why the node is metered this way, when it is not the best way (or not at all). */
   readonly reason: string | null;
-  /** Reads the card's processes and state (contention, probeNode), when the backend can. */
+  /** Reads the card's processes and state (contention, probeNode, giul-agent), when the backend can. */
   readonly reader?: CardReader | null;
   /** GIUL_BACKEND forced a backend the card cannot serve: why (a configuration error, not a fault). */
   readonly forcedUnavailable?: string;
