@@ -55,12 +55,19 @@ export type ProcessRead =
   | { readonly ok: true; readonly tNs: bigint; readonly processes: readonly ProcessInfo[] }
   | (Failure & { readonly tNs: bigint });
 
-/** What probeNode reports about a card. */
-export interface CardState {
+/** A card's own values, read without its processes. Unreadable values are null, never 0. */
+export interface CardInfo {
+  readonly name: string | null;
   readonly memoryFreeMib: number | null;
   readonly memoryUsedMib: number | null;
   readonly memoryTotalMib: number | null;
   readonly utilizationPct: number | null;
+  /** Power as the card reported it with its state (W), where that read gives one: no sampler's. */
+  readonly powerW: number | null;
+}
+
+/** A card's values and its resident processes (probeNode, giul-agent). */
+export interface CardState extends CardInfo {
   readonly computeApps: readonly ProcessInfo[];
 }
 

@@ -20,7 +20,7 @@ import {
   type SpanMeasurement,
 } from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import { forcedBackend, knownForcedFailure, type Selection, select } from "./select.js";
+import { forcedBackend, knownForcedFailure, type Selection, select } from "./select/index.js";
 import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
 
 /** Options of {@link Meter.forNode}. */

@@ -2,7 +2,7 @@ import { debug } from "./debug.js";
 import { GiulError } from "./errors.js";
 import { type CardState, type Failure, fail, type Result } from "./measurement.js";
 import { type Node, resolveNode } from "./node.js";
-import { forcedBackend, select } from "./select.js";
+import { forcedBackend, select } from "./select/index.js";
 
 /** A card's state, for callers deciding whether to spend something on it. */
 export interface NodeState {

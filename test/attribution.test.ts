@@ -41,7 +41,7 @@ process.env.PATH = `${FAKE_SMI_BIN}:${process.env.PATH ?? ""}`;
 delete process.env.GIUL_NVIDIA_SMI;
 
 const { Meter, resolveNode } = await import("../src/index.js");
-const { select } = await import("../src/select.js");
+const { select } = await import("../src/select/index.js");
 const { ledgerFor } = await import("../src/ledger.js");
 const { startAgent } = await import("../src/agent/server.js");
 type MeterT = import("../src/meter.js").Meter;

@@ -72,6 +72,7 @@ describe("ProcessWatcher coalesces reads", () => {
         await new Promise((r) => setTimeout(r, delayMs));
         return { ok: true, tNs, processes: [{ pid: reads.length, name: "x", usedMib: 1 }] };
       },
+      readInfo: async () => ({ ok: false, reason: "unused" }),
       readState: async () => ({ ok: false, reason: "unused" }),
     };
     return { reader, reads };
@@ -115,6 +116,7 @@ describe("ProcessWatcher coalesces reads", () => {
         calls += 1;
         return new Promise<ProcessRead>(() => {});
       },
+      readInfo: async () => ({ ok: false, reason: "unused" }),
       readState: async () => ({ ok: false, reason: "unused" }),
     };
     const w = new ProcessWatcher(stuck, 20, 150);
@@ -136,6 +138,7 @@ describe("ProcessWatcher coalesces reads", () => {
       readProcesses: () => {
         throw new Error("boom");
       },
+      readInfo: async () => ({ ok: false, reason: "unused" }),
       readState: async () => ({ ok: false, reason: "unused" }),
     };
     const snap = await new ProcessWatcher(throwing, 20, 150).after(process.hrtime.bigint());

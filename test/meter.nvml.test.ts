@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { fairShare } from "./fakes/fair-share.js";
 import { nativeReady } from "./fakes/paths.js";
 import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
@@ -24,7 +24,6 @@ const sc = scenarioForThisProcess({ devices: [{ power: squareWave(600), counterS
 
 // Loaded after the environment is set: the addon reads it on its first NVML call.
 const { Meter, isGiulError } = await import("../src/index.js");
-const { resetSelection } = await import("../src/select.js");
 type MeterT = import("../src/meter.js").Meter;
 
 const ready = nativeReady();
@@ -258,7 +257,9 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
 
 describe.runIf(ready)("Meter on a card that misbehaves", () => {
   it("degrades a window in which the GPU is lost, with the reason", async () => {
-    resetSelection();
+    // A fresh copy of giul: no selection of the card cached by the windows above.
+    vi.resetModules();
+    const { Meter } = await import("../src/index.js");
     const m = await Meter.forNode(
       { name: "iris", idleW: IDLE_W, gpuIndex: 0 },
       { joulesPer1kHint: 2000 },

@@ -58,7 +58,7 @@ const smooth = new Scenario({
 
 const { Meter } = await import("../src/index.js");
 const { startAgent } = await import("../src/agent/server.js");
-const { agentCardReader, getJson } = await import("../src/backends/remote.js");
+const { agentCardReader, getJson } = await import("../src/backends/agent-client.js");
 type MeterT = import("../src/meter.js").Meter;
 
 const AGENT_CLI = join(ROOT, "dist", "cli", "agent.js");

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { JsRing } from "../src/backends/js-ring.js";
-import { type RingSource, RingTrack } from "../src/backends/ring-track.js";
+import type { RingSource } from "../src/backends/ring.js";
+import { RingTrack } from "../src/backends/ring-track.js";
 import { ok } from "../src/measurement.js";
 
 // The window arithmetic shared by every sampling backend, driven by a synthetic card whose power
@@ -234,5 +235,32 @@ describe("RingTrack over an integral of instantaneous power", () => {
     const truth = truthJ(0.1049, 1.3333);
     expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
     expect(Math.abs(span.grossJoules - truth) / truth).toBeLessThan(0.02);
+  });
+});
+
+describe("JsRing across a gap of failed reads", () => {
+  it("closes the gap itself, so that an edge inside it fails with the gap's first error", async () => {
+    const c = card({ column: "integral", periodS: 0.01 });
+    c.track.retain(10);
+    const at = (ms: bigint) => 1_000_000_000n + ms * MS;
+    c.ring.push(at(0n), Number.NaN, 100_000);
+    c.ring.push(at(10n), Number.NaN, 100_000);
+    c.ring.push(at(20n), Number.NaN, Number.NaN, 4);
+    c.ring.push(at(30n), Number.NaN, Number.NaN, 7);
+    expect(c.ring.gapOpen()).toBe(true);
+    c.setNow(0.035);
+    const inGap = c.track.edge();
+    c.ring.push(at(40n), Number.NaN, 100_000);
+    expect(c.ring.gapOpen()).toBe(false);
+    // The good reading was preceded by a fault sample at its instant, carrying the first error.
+    expect(c.ring.head()).toBe(6);
+    c.ring.push(at(50n), Number.NaN, 100_000);
+    c.ring.push(at(60n), Number.NaN, 100_000);
+    c.setNow(0.055);
+    const after = c.track.edge();
+    await c.track.settle([inGap, after]);
+    const span = c.track.span(inGap, after);
+    expect(span.ok).toBe(false);
+    if (!span.ok) expect(span.reason).toMatch(/error 4/);
   });
 });

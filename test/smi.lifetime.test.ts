@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SmiSampler } from "../src/backends/smi.js";
+import { SmiSampler } from "../src/backends/smi-sampler.js";
 import { built, FAKE_NVML, FAKE_SMI, ROOT } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 
@@ -60,7 +60,8 @@ async function goneWithin(pid: number, ms: number): Promise<number | null> {
 
 const PARENT = `
 import { readdirSync, readFileSync } from "node:fs";
-import { SmiSampler, smiTrack } from ${JSON.stringify(join(ROOT, "src", "backends", "smi.ts"))};
+import { smiTrack } from ${JSON.stringify(join(ROOT, "src", "backends", "smi.ts"))};
+import { SmiSampler } from ${JSON.stringify(join(ROOT, "src", "backends", "smi-sampler.ts"))};
 const [mode, period] = process.argv.slice(2);
 const path = process.env.SMI_PATH;
 const sampler = new SmiSampler({ path });

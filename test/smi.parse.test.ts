@@ -6,7 +6,6 @@
 import { describe, expect, it } from "vitest";
 import {
   choosePower,
-  LineSplitter,
   MAX_LINE,
   parseCell,
   parseLine,
@@ -16,6 +15,7 @@ import {
   smiArgs,
   summarizeRows,
 } from "../src/backends/smi-parse.js";
+import { LineSplitter } from "../src/backends/supervisor.js";
 
 function row(line: SmiLine): Extract<SmiLine, { kind: "row" }> {
   if (line.kind !== "row") throw new Error(`expected a row, got ${JSON.stringify(line)}`);
@@ -218,7 +218,7 @@ describe("parseLine", () => {
 
 describe("LineSplitter", () => {
   it("joins lines split across chunks and keeps the unterminated end as truncated", () => {
-    const s = new LineSplitter();
+    const s = new LineSplitter(MAX_LINE);
     expect(s.push("0, 1.00, 2.00\n1, 3.")).toEqual(["0, 1.00, 2.00"]);
     expect(s.push("00, 4.00\n")).toEqual(["1, 3.00, 4.00"]);
     expect(s.push("")).toEqual([]);
@@ -228,7 +228,7 @@ describe("LineSplitter", () => {
   });
 
   it("drops a line longer than any row without holding it in memory", () => {
-    const s = new LineSplitter();
+    const s = new LineSplitter(MAX_LINE);
     expect(s.push("x".repeat(MAX_LINE + 10))).toEqual([]);
     expect(s.overlong).toBe(1);
     expect(s.push("yyyy\n0, 1.00, 2.00\n")).toEqual(["0, 1.00, 2.00"]);

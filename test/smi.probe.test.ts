@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { querySmiOnce } from "../src/backends/smi-parse.js";
 import type { BindingLoad } from "../src/binding.js";
-import { localCapabilities, probeHostWith } from "../src/host.js";
+import { localCapabilities } from "../src/select/capabilities.js";
+import { probeHostWith } from "../src/select/host.js";
 import { built, FAKE_NVML, FAKE_SMI } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 

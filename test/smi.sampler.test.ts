@@ -16,7 +16,8 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { SmiSampler, smiTrack } from "../src/backends/smi.js";
+import { smiTrack } from "../src/backends/smi.js";
+import { SmiSampler } from "../src/backends/smi-sampler.js";
 import type { Edge, Track } from "../src/backends/track.js";
 import { OK } from "../src/measurement.js";
 import { built, FAKE_NVML, FAKE_SMI, FAKE_SMI_BIN } from "./fakes/paths.js";

@@ -1,22 +1,19 @@
 /**
- * One card as giul-agent serves it: the card's shared track (chosen by select.ts, kept running for
- * the agent's life) for power and cumulative energy, and the card's state (name, memory,
- * utilization, compute processes) read through the addon off the JS thread (or, without it, through
- * nvidia-smi) and cached, so that a request costs no NVML call. The cache is refreshed in the background when a request finds it
- * older than its TTL; a request that finds it much older (the agent sat idle) waits for the
- * refresh, a bounded while.
+ * One card as giul-agent serves it, through the backend selection chooses for it as for a Meter:
+ * the card's shared track (kept running for the agent's life) for power and cumulative energy,
+ * through the readings its track offers, and the card's state (name, memory, utilization, compute
+ * processes) through the backend's CardReader (the addon off the JS thread, or nvidia-smi), cached
+ * so that a request costs no NVML call. The cache is refreshed in the background when a request
+ * finds it older than its TTL; a request that finds it much older (the agent sat idle) waits for
+ * the refresh, a bounded while.
  */
-import type { GiulBinding } from "../../binding.js";
 import type { CardReader } from "../backends/card.js";
-import type { RingTrack } from "../backends/ring-track.js";
-import { readSmiGpu } from "../backends/smi-card.js";
+import type { TrackReadings } from "../backends/readings.js";
 import type { Track } from "../backends/track.js";
-import { loadBinding } from "../binding.js";
 import { debug } from "../debug.js";
-import { findNvidiaSmi } from "../host.js";
 import { fail, ok, type Result } from "../measurement.js";
 import { resolveNode } from "../node.js";
-import { forcedBackend, select } from "../select.js";
+import { forcedBackend, select } from "../select/index.js";
 import type { ComputeAppWire, EnergyWire, PowerWire } from "../wire.js";
 
 export interface DeviceState {
@@ -58,9 +55,10 @@ export interface MonitorOptions {
 /** The card's state without its timestamp: what one refresh reads. */
 type StateRead = Omit<DeviceState, "at">;
 
-/** A track that can hand out single readings (RingTrack does). */
-function isRingTrack(track: Track | null): track is RingTrack {
-  return track !== null && typeof (track as Partial<RingTrack>).reading === "function";
+/** The card's track, and the single readings it offers. */
+interface Sampler {
+  readonly track: Track;
+  readonly readings: TrackReadings;
 }
 
 export class DeviceMonitor {
@@ -68,9 +66,9 @@ export class DeviceMonitor {
   backend = "none";
   /** Why the card's energy cannot be read, or null. */
   reason: string | null = null;
-  private track: RingTrack | null = null;
-  /** Reads the card's state, or null when nothing can (no addon and no nvidia-smi). */
-  private readState: (() => Promise<StateRead>) | null = null;
+  private sampler: Sampler | null = null;
+  /** Reads the card's state, or null when the backend cannot (none). */
+  private reader: CardReader | null = null;
   private state: DeviceState = EMPTY;
   private refreshing: Promise<void> | null = null;
   private readonly options: MonitorOptions;
@@ -85,7 +83,6 @@ export class DeviceMonitor {
 
   /** Chooses the backend, starts the sampler and reads the state once. Never throws. */
   async start(): Promise<void> {
-    let reader: CardReader | null = null;
     try {
       const node = resolveNode({ name: `giul-agent-gpu${this.gpu}`, gpuIndex: this.gpu, idleW: 0 });
       let forced = null;
@@ -96,31 +93,19 @@ export class DeviceMonitor {
       }
       const selection = await select(node, forced);
       this.backend = selection.backend;
-      reader = selection.reader ?? null;
-      if (isRingTrack(selection.track)) {
-        this.track = selection.track;
-        this.track.retain(this.options.periodMs);
-        const ready = await this.track.ready();
+      this.reader = selection.reader ?? null;
+      const track = selection.track;
+      const readings = track?.readings;
+      if (track !== null && readings !== undefined) {
+        this.sampler = { track, readings };
+        track.retain(this.options.periodMs);
+        const ready = await track.ready();
         this.reason = ready.ok ? null : ready.reason;
       } else {
         this.reason = selection.reason ?? "no sampler for this card";
       }
     } catch (error) {
       this.reason = `starting the sampler failed: ${String(error)}`;
-    }
-    const loaded = loadBinding();
-    if (loaded.ok) {
-      try {
-        const init = await loaded.binding.nvmlInit();
-        if (init.ok) this.readState = bindingState(loaded.binding, this.gpu);
-      } catch (error) {
-        debug("agent: nvmlInit threw: %s", String(error));
-      }
-    }
-    if (this.readState === null) {
-      // No NVML here: the state as nvidia-smi prints it, when it is found.
-      const smi = findNvidiaSmi();
-      if (smi.path !== null) this.readState = smiState(smi.path, this.gpu, reader);
     }
     await this.refresh();
     debug("agent: gpu %d backend %s%s", this.gpu, this.backend, this.reason ? ` (${this.reason})` : "");
@@ -129,22 +114,22 @@ export class DeviceMonitor {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
-    this.track?.release();
-    this.track = null;
+    this.sampler?.track.release();
+    this.sampler = null;
   }
 
   /** Reads the state (through the addon off the JS thread, or nvidia-smi). Never throws. */
   private refresh(): Promise<void> {
     if (this.refreshing) return this.refreshing;
-    const read = this.readState;
-    if (read === null) {
+    const reader = this.reader;
+    if (reader === null) {
       this.state = { ...EMPTY, at: performance.now() };
       return Promise.resolve();
     }
     const run = async () => {
       let state: StateRead;
       try {
-        state = await read();
+        state = await readState(reader);
       } catch (error) {
         debug("agent: reading the state failed: %s", String(error));
         state = EMPTY;
@@ -185,9 +170,9 @@ export class DeviceMonitor {
     source: "counter" | "integral" | null;
     series: string | null;
   } {
-    const track = this.track;
-    const sample = track?.latest() ?? null;
-    const info = track?.ringInfo() ?? null;
+    const readings = this.sampler?.readings;
+    const sample = readings?.latest() ?? null;
+    const info = readings?.ringInfo() ?? null;
     if (sample === null || info === null) {
       return { watts: null, energyJ: null, monotonicNs: null, source: null, series: null };
     }
@@ -235,13 +220,14 @@ export class DeviceMonitor {
 
   /** GET /energy: the cumulative energy at this instant, once the sample after it exists. */
   async energy(): Promise<Result<EnergyWire>> {
-    const track = this.track;
-    if (track === null) return fail(this.reason ?? "no sampler for this card");
+    const sampler = this.sampler;
+    if (sampler === null) return fail(this.reason ?? "no sampler for this card");
+    const { track, readings } = sampler;
     const arrived = process.hrtime.bigint();
     const edge = track.edge();
     await track.settle([edge]);
-    const r = track.reading(edge);
-    const info = track.ringInfo();
+    const r = readings.reading(edge);
+    const info = readings.ringInfo();
     if (!r.ok) return fail(r.reason);
     if (info === null || info.generation !== r.generation) return fail("the sampler restarted");
     return ok({
@@ -266,49 +252,23 @@ export class DeviceMonitor {
   }
 }
 
-/** The state through the addon: device info and compute processes, each null when its read fails. */
-function bindingState(binding: GiulBinding, gpu: number): () => Promise<StateRead> {
-  return async () => {
-    const [info, procs] = await Promise.all([
-      binding.deviceInfo(gpu).catch(() => null),
-      binding.computeProcesses(gpu).catch(() => null),
-    ]);
-    const ok = info?.ok === true ? info : null;
-    return {
-      name: ok?.name ?? null,
-      memoryUsedMib: ok?.memoryUsedMib ?? null,
-      memoryTotalMib: ok?.memoryTotalMib ?? null,
-      memoryFreeMib: ok?.memoryFreeMib ?? null,
-      utilizationPct: ok?.utilizationPct ?? null,
-      powerW: ok?.powerW ?? null,
-      computeApps:
-        procs?.ok === true
-          ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
-          : null,
-    };
-  };
-}
-
 /**
- * The state through nvidia-smi (no addon, or no NVML through it): its `--query-gpu` row and the
- * card's compute processes (through `reader`, the smi_sampler's card reader, when there is one),
- * each null when its read fails. Power comes from the sampler's track, not from here.
+ * The card's values and its processes, each read on its own and null when its read fails (a
+ * process list the driver refuses leaves the memory readable). Power comes from the sampler's
+ * track; `powerW` is what the card's state read gave, where it gives one.
  */
-function smiState(path: string, gpu: number, reader: CardReader | null): () => Promise<StateRead> {
-  return async () => {
-    const [row, procs] = await Promise.all([readSmiGpu(path, gpu), reader?.readProcesses() ?? null]);
-    const g = row.ok ? row.gpu : null;
-    return {
-      name: g?.name ?? null,
-      memoryUsedMib: g?.memoryUsedMib ?? null,
-      memoryTotalMib: g?.memoryTotalMib ?? null,
-      memoryFreeMib: g?.memoryFreeMib ?? null,
-      utilizationPct: g?.utilizationPct ?? null,
-      powerW: null,
-      computeApps:
-        procs?.ok === true
-          ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
-          : null,
-    };
+async function readState(reader: CardReader): Promise<StateRead> {
+  const [info, procs] = await Promise.all([reader.readInfo(), reader.readProcesses()]);
+  const card = info.ok ? info.value : null;
+  return {
+    name: card?.name ?? null,
+    memoryUsedMib: card?.memoryUsedMib ?? null,
+    memoryTotalMib: card?.memoryTotalMib ?? null,
+    memoryFreeMib: card?.memoryFreeMib ?? null,
+    utilizationPct: card?.utilizationPct ?? null,
+    powerW: card?.powerW ?? null,
+    computeApps: procs.ok
+      ? procs.processes.map((p) => ({ pid: p.pid, used_mib: p.usedMib, name: p.name }))
+      : null,
   };
 }

@@ -1,13 +1,18 @@
-import { FLAG, type Sample, type SampleRing } from "./ring-track.js";
+import { FLAG, type Sample, type SampleRing } from "./ring.js";
+import { MAX_PLAUSIBLE_MW } from "./uncertainty.js";
 
-/** Above this a counter's rise is not a card drawing power but a reset or a glitch (mW). */
-const MAX_PLAUSIBLE_MW = 5_000_000;
 const SLOTS = 8;
 
 /**
- * A ring written from JavaScript (the nvidia-smi sampler, and tests), with the same columns and
- * fault rules as the addon's: running trapezoid integral of power, counter backwards/jump flags, a
- * read that failed after succeeding, cumulative faults.
+ * A ring written from JavaScript (the nvidia-smi sampler, a polled agent, tests), with the same
+ * columns and fault rules as the addon's: running trapezoid integral of power, counter
+ * backwards/jump flags, a read that failed after succeeding, cumulative faults.
+ *
+ * Gaps. A run of failed reads (a push with neither energy nor power) is a gap, and the first good
+ * reading after it is preceded by a second sample of the gap's first error at the same instant,
+ * written here: an edge taken anywhere inside the gap then has a failed read on both sides and
+ * fails with that error, instead of the flat integral across the gap counting that part of its
+ * window as 0 J.
  */
 export class JsRing implements SampleRing {
   readonly epochNs: bigint;
@@ -27,6 +32,9 @@ export class JsRing implements SampleRing {
   private everEnergy = false;
   private everPower = false;
   private failed: string | null = null;
+  /** A failed read has been pushed since the last good one; its error code. */
+  private inGap = false;
+  private gapError = 0;
 
   constructor(options: { epochNs: bigint; capacity?: number; periodNs: number }) {
     this.epochNs = options.epochNs;
@@ -41,6 +49,24 @@ export class JsRing implements SampleRing {
    * value belongs to some instant in it).
    */
   push(tNs: bigint, energyMj: number, powerMw: number, error = 0, readNs = 0): void {
+    if (Number.isNaN(energyMj) && Number.isNaN(powerMw)) {
+      if (!this.inGap) {
+        this.inGap = true;
+        this.gapError = error;
+      }
+    } else if (this.inGap) {
+      this.inGap = false;
+      this.write(tNs, Number.NaN, Number.NaN, this.gapError, 0);
+    }
+    this.write(tNs, energyMj, powerMw, error, readNs);
+  }
+
+  /** Failed reads have been pushed since the last good one: the next good reading ends a gap. */
+  gapOpen(): boolean {
+    return this.inGap;
+  }
+
+  private write(tNs: bigint, energyMj: number, powerMw: number, error: number, readNs: number): void {
     const t = Number(tNs - this.epochNs);
     let flags = 0;
     let fault = false;

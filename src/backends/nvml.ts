@@ -1,8 +1,11 @@
-import type { GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
+import type { DeviceInfo, GiulBinding, NativeSampler, RingLayout } from "../../binding.js";
+import { loadBinding } from "../binding.js";
 import type { BackendName } from "../measurement.js";
-import { type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
+import { type CardInfo, type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
 import type { CardReader } from "./card.js";
-import { type RingSource, RingTrack, type Sample, type SampleRing } from "./ring-track.js";
+import type { BackendDescriptor } from "./descriptor.js";
+import type { RingSource, Sample, SampleRing } from "./ring.js";
+import { RingTrack } from "./ring-track.js";
 
 /**
  * The native backends: the addon's sampling thread writes a ring in memory shared with
@@ -168,23 +171,56 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
       return { ok: false, tNs, reason: `reading the process list failed: ${String(error)}` };
     }
   };
+  const readInfo = async (): Promise<Result<CardInfo>> => {
+    try {
+      const info = await binding.deviceInfo(index);
+      return info.ok ? ok(infoOf(info)) : fail(info.reason);
+    } catch (error) {
+      return fail(`reading the card failed: ${String(error)}`);
+    }
+  };
   return {
     readProcesses,
+    readInfo,
     async readState(): Promise<Result<CardState>> {
-      try {
-        const [info, procs] = await Promise.all([binding.deviceInfo(index), readProcesses()]);
-        if (!info.ok) return fail(info.reason);
-        if (!procs.ok) return fail(procs.reason);
-        return ok({
-          memoryFreeMib: info.memoryFreeMib,
-          memoryUsedMib: info.memoryUsedMib,
-          memoryTotalMib: info.memoryTotalMib,
-          utilizationPct: info.utilizationPct,
-          computeApps: procs.processes,
-        });
-      } catch (error) {
-        return fail(`reading the card failed: ${String(error)}`);
-      }
+      const [info, procs] = await Promise.all([readInfo(), readProcesses()]);
+      if (!info.ok) return info;
+      if (!procs.ok) return fail(procs.reason);
+      return ok({ ...info.value, computeApps: procs.processes });
     },
   };
 }
+
+function infoOf(info: DeviceInfo): CardInfo {
+  return {
+    name: info.name,
+    memoryFreeMib: info.memoryFreeMib,
+    memoryUsedMib: info.memoryUsedMib,
+    memoryTotalMib: info.memoryTotalMib,
+    utilizationPct: info.utilizationPct,
+    powerW: info.powerW,
+  };
+}
+
+function nvmlBackend(counter: boolean): BackendDescriptor {
+  return {
+    name: counter ? "nvml_counter" : "nvml_sampler",
+    canServe: (card, caps) =>
+      card.isLocal && caps !== null && caps.nvml && (counter ? caps.energyCounter : caps.nvmlPower),
+    open(card, caps) {
+      const loaded = loadBinding();
+      if (!loaded.ok) return fail(loaded.reason);
+      const instantPower = caps?.info?.instantPower ?? false;
+      return ok({
+        track: nvmlTrack(loaded.binding, card.gpuIndex, { counter, instantPower }),
+        reader: nvmlCardReader(loaded.binding, card.gpuIndex),
+      });
+    },
+  };
+}
+
+/** `nvml_counter`: the card's energy counter, read by the addon's sampling thread (Volta and newer). */
+export const nvmlCounterBackend: BackendDescriptor = nvmlBackend(true);
+
+/** `nvml_sampler`: the same thread's integral of NVML power, on a card without the counter. */
+export const nvmlSamplerBackend: BackendDescriptor = nvmlBackend(false);

@@ -1,120 +1,26 @@
-import { type BackendName, type Check, fail, OK, type Result, type SpanMeasurement } from "../measurement.js";
-import type { Edge, EdgeError, EventLog, IntervalMeasurement, SharedLog, Track } from "./track.js";
+import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
+import { FLAG, type RingSource, type Sample, type SampleRing } from "./ring.js";
+import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
+import {
+  averagingErrMj,
+  COUNTER_READ_QUANTUM_MJ,
+  counterEdgeErrMj,
+  counterLagMj,
+  counterStep,
+  edgePower,
+  interpolationErr,
+  msRounded,
+  tooShortForCounter,
+  trapezoidErrMj,
+} from "./uncertainty.js";
 
 /**
- * The window arithmetic shared by every sampling backend (the native thread's ring and the
- * nvidia-smi sampler's): edges interpolated between the samples that bracket them, spans as the
- * difference of a cumulative quantity, quality and faults over the samples in between. Only the
- * source of samples differs between backends.
+ * The window arithmetic shared by every sampling backend (the native thread's ring, the
+ * nvidia-smi sampler's, a polled agent's): edges interpolated between the samples that bracket
+ * them, spans as the difference of a cumulative quantity, quality and faults over the samples in
+ * between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
  */
-
-/** One reading, as both rings store it. Times are ns relative to the ring's epoch. */
-export interface Sample {
-  t: number;
-  energyMj: number;
-  powerMw: number;
-  integralMj: number;
-  flags: number;
-  error: number;
-  faults: number;
-  /** Duration of the read stamped by t (ns): its value belongs to some instant in it. */
-  readNs: number;
-}
-
-/** Bits of Sample.flags (the same values as the addon's `flags`). */
-export const FLAG = Object.freeze({
-  ENERGY_OK: 1,
-  POWER_OK: 2,
-  COUNTER_BACKWARDS: 4,
-  COUNTER_JUMP: 8,
-  READ_FAILED: 16,
-});
-
-/** A sequence of samples k = 0, 1, 2, … of which the last `capacity` are kept. */
-export interface SampleRing {
-  readonly epochNs: bigint;
-  readonly capacity: number;
-  /** Number of samples written so far. */
-  head(): number;
-  /** Copies sample k into `out`; false when k is not (or no longer) held. */
-  read(k: number, out: Sample): boolean;
-  /** The sampling period now (ns). */
-  periodNs(): number;
-  /**
-   * The energy counter's update step, estimated from above (ns), 0 when unknown: the smallest
-   * interval from the last reading before a change to the reading that saw the next change. It is
-   * never below the true step (about one period above it), however late the sampler ran.
-   */
-  counterStepNs(): number;
-  /** Why no sample can be expected (the source failed for good), or null. */
-  failure(): string | null;
-}
-
-/** Where a ring comes from: opened on first use, closed a while after the last window leaves. */
-export interface RingSource {
-  /** Which cumulative column is the energy: the counter or the integral of power. */
-  readonly column: "energy" | "integral";
-  /** Power comes from a source that averages over about a second (nvmlDeviceGetPowerUsage). */
-  readonly averagedPower: boolean;
-  open(periodMs: number): Result<SampleRing>;
-  setPeriod(periodMs: number): void;
-  close(): void;
-  /** Describe an NVML (or other) error code carried by a sample. */
-  describeError(code: number): string;
-  /**
-   * The process-wide event log of the ring opened last, where the source has one (the native
-   * sampler's); null otherwise.
-   */
-  eventLog?(): EventLog | null;
-}
-
-/** The newest sample of a track (RingTrack.latest). */
-export interface LatestSample {
-  /** CLOCK_MONOTONIC ns of the sample. */
-  readonly tNs: bigint;
-  /** Its index k in the ring. */
-  readonly index: number;
-  /** The cumulative energy column (counter or integral of power), mJ; NaN when that read failed. */
-  readonly cumulativeMj: number;
-  /** Power, mW; NaN when that read failed. */
-  readonly powerMw: number;
-  /** Faulty samples so far. */
-  readonly faults: number;
-  /** Which run of the sampler (see RingInfo.generation). */
-  readonly generation: number;
-}
-
-/** What a running ring is (RingTrack.ringInfo). */
-export interface RingInfo {
-  readonly column: "energy" | "integral";
-  readonly averagedPower: boolean;
-  readonly periodNs: number;
-  readonly counterStepNs: number;
-  /** Incremented each time the track opens a ring: values of two generations do not subtract. */
-  readonly generation: number;
-}
-
-/** The cumulative value at one edge (RingTrack.reading). */
-export type EdgeReading =
-  | {
-      readonly ok: true;
-      readonly tNs: bigint;
-      /** Cumulative column at the edge, interpolated between the two samples around it (mJ). */
-      readonly valueMj: number;
-      /** Power at the sample after the edge (mW; NaN when unknown). */
-      readonly powerMw: number;
-      /** Largest error the interpolation can make (mJ). */
-      readonly interpErrMj: number;
-      /** Longest read among the two samples (ns). */
-      readonly readNs: number;
-      /** Index of the sample before the edge. */
-      readonly kA: number;
-      /** Cumulative faults at the sample before and after the edge. */
-      readonly faultsA: number;
-      readonly faultsB: number;
-      readonly generation: number;
-    }
-  | { readonly ok: false; readonly reason: string };
 
 const PENDING = 0;
 const RESOLVED = 1;
@@ -154,7 +60,7 @@ class RingEdge implements Edge {
 
   /** Largest error the interpolation can make: the edge's true value lies between vA and vB (mJ). */
   interpErrMj(): number {
-    return Math.max(this.value - this.vA, this.vB - this.value);
+    return interpolationErr(this.vA, this.value, this.vB);
   }
 }
 
@@ -165,8 +71,10 @@ interface Waiter {
 
 const LINGER_MS = 5_000;
 
-export class RingTrack implements Track {
+export class RingTrack implements Track, TrackReadings {
   readonly backend: BackendName;
+  /** A ring's samples can be read one by one (giul-agent serves them): this track offers readings. */
+  readonly readings: TrackReadings = this;
   private readonly source: RingSource;
   private ring: SampleRing | null = null;
   private openReason: string | null = null;
@@ -317,19 +225,15 @@ export class RingTrack implements Track {
 
     const step = counterStep(ring.counterStepNs(), ring.periodNs());
     const grossMj = to.value - from.value;
-    if (this.source.column === "energy" && to.t - from.t < step.shortestNs) {
-      return {
-        ok: false,
-        reason:
-          `window of ${fmtMs(to.t - from.t)} ms is shorter than the energy counter's update step ` +
-          `(~${fmtMs(step.shortestNs)} ms): too short to measure`,
-      };
+    if (this.source.column === "energy") {
+      const tooShort = tooShortForCounter(to.t - from.t, step, msRounded);
+      if (tooShort !== null) return { ok: false, reason: tooShort };
     }
 
     // One pass over the samples covering the span: gaps, and for an integral of power the error
     // that a trapezoid can make between samples.
     let maxGap = 0;
-    let trapezoidErrMj = 0;
+    let trapezoidMj = 0;
     let pMin = Number.POSITIVE_INFINITY;
     let pMax = Number.NEGATIVE_INFINITY;
     const first = Math.max(from.kA, ring.head() - ring.capacity);
@@ -340,7 +244,7 @@ export class RingTrack implements Track {
       if (!Number.isNaN(prevT)) {
         const dt = s.t - prevT;
         if (dt > maxGap) maxGap = dt;
-        if (this.source.column === "integral") trapezoidErrMj += (Math.abs(s.powerMw - prevP) * dt) / 2e9;
+        if (this.source.column === "integral") trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
       }
       prevT = s.t;
       prevP = s.powerMw;
@@ -351,16 +255,13 @@ export class RingTrack implements Track {
     let uncertaintyMj = from.interpErrMj() + to.interpErrMj();
     let caveat: string | null = null;
     if (this.source.column === "energy") {
-      // The counter's value is as of its last update, up to one step before the read: the two
-      // edges' staleness differs by at most one step at the power around them. And each read is
-      // a whole number of mJ.
       const meanMw = Math.max(0, grossMj) / Math.max(seconds, 1e-9);
-      const edgeMw = Math.max(meanMw, finiteOr0(from.powerMw), finiteOr0(to.powerMw));
-      uncertaintyMj += edgeMw * ((step.boundNs + (from.readNs + to.readNs) / 2) / 1e9) + 2;
+      const edgeMw = edgePower(meanMw, from.powerMw, to.powerMw);
+      uncertaintyMj += counterEdgeErrMj(edgeMw, step.boundNs, from.readNs, to.readNs);
     } else {
-      uncertaintyMj += trapezoidErrMj;
+      uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
-        uncertaintyMj += ((pMax - pMin) * Math.min(1, seconds)) / 2;
+        uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
         caveat = "power from nvmlDeviceGetPowerUsage, a 1 s trailing average on Ampere and newer cards";
       }
     }
@@ -394,23 +295,23 @@ export class RingTrack implements Track {
       let prevP = Number.NaN;
       for (let k = Math.max(a.kA, ring.head() - ring.capacity); k <= b.kB; k++) {
         if (!ring.read(k, s)) continue;
-        if (!Number.isNaN(prevT)) spreadMj += (Math.abs(s.powerMw - prevP) * (s.t - prevT)) / 2e9;
+        if (!Number.isNaN(prevT)) spreadMj += trapezoidErrMj(prevP, s.powerMw, s.t - prevT);
         prevT = s.t;
         prevP = s.powerMw;
         if (s.powerMw < pMin) pMin = s.powerMw;
         if (s.powerMw > pMax) pMax = s.powerMw;
       }
       if (this.source.averagedPower && Number.isFinite(pMax))
-        spreadMj += ((pMax - pMin) * Math.min(1, (b.t - a.t) / 1e9)) / 2;
+        spreadMj += averagingErrMj(pMin, pMax, (b.t - a.t) / 1e9);
     }
     return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
   }
 
   /**
    * How far the column's value at a settled edge can be from the truth (for the per-card ledger):
-   * the interpolation between the samples around it and the whole-mJ reads, either way; and for
-   * the counter, how much it can lag (its value is as of its last update, up to one step before
-   * the read, at the power around the edge).
+   * the interpolation between the samples around it and the whole-mJ read, either way; and for the
+   * counter, how much it can lag (its value is as of its last update, up to one step before the
+   * read, at the power around the edge).
    */
   edgeError(edge: Edge): EdgeError {
     if (!(edge instanceof RingEdge)) {
@@ -421,11 +322,10 @@ export class RingTrack implements Track {
       return { ok: true, errJoules: edge.interpErrMj() / 1000, lagJoules: 0 };
     const ring = edge.ring;
     const step = counterStep(ring.counterStepNs(), ring.periodNs());
-    const edgeMw = Math.max(edge.slopeMw, finiteOr0(edge.powerMw));
     return {
       ok: true,
-      errJoules: (edge.interpErrMj() + 1) / 1000,
-      lagJoules: (edgeMw * ((step.boundNs + edge.readNs) / 1e9)) / 1000,
+      errJoules: (edge.interpErrMj() + COUNTER_READ_QUANTUM_MJ) / 1000,
+      lagJoules: counterLagMj(edgePower(edge.slopeMw, edge.powerMw, null), step.boundNs, edge.readNs) / 1000,
     };
   }
 
@@ -643,22 +543,4 @@ export class RingTrack implements Track {
     }
     if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
   }
-}
-
-/**
- * What a sampler's upper estimate of the counter's update step (0: unknown) means for a window:
- * `boundNs`, a step the error bar may assume (never below the true one); `shortestNs`, the
- * shortest window worth measuring (the estimate less the period it overshoots by).
- */
-export function counterStep(stepUpperNs: number, periodNs: number): { boundNs: number; shortestNs: number } {
-  if (!(stepUpperNs > 0)) return { boundNs: 2 * periodNs, shortestNs: periodNs };
-  return { boundNs: stepUpperNs, shortestNs: Math.max(stepUpperNs - periodNs, 0) };
-}
-
-function finiteOr0(x: number): number {
-  return Number.isFinite(x) ? x : 0;
-}
-
-function fmtMs(ns: number): string {
-  return String(Math.round(ns / 1e4) / 100);
 }

@@ -1,5 +1,13 @@
 import { execFile } from "node:child_process";
-import { type CardState, fail, ok, type ProcessInfo, type ProcessRead, type Result } from "../measurement.js";
+import {
+  type CardInfo,
+  type CardState,
+  fail,
+  ok,
+  type ProcessInfo,
+  type ProcessRead,
+  type Result,
+} from "../measurement.js";
 import type { CardReader } from "./card.js";
 
 /**
@@ -133,18 +141,28 @@ export function smiCardReader(path: string, index: number): CardReader {
   };
   return {
     readProcesses,
+    async readInfo(): Promise<Result<CardInfo>> {
+      const g = await readGpu();
+      return g.ok ? ok(infoOf(g.gpu)) : fail(g.reason);
+    },
     async readState(): Promise<Result<CardState>> {
       const g = await readGpu();
       if (!g.ok) return g;
       const procs = await readProcesses();
       if (!procs.ok) return fail(procs.reason);
-      return ok({
-        memoryTotalMib: g.gpu.memoryTotalMib,
-        memoryUsedMib: g.gpu.memoryUsedMib,
-        memoryFreeMib: g.gpu.memoryFreeMib,
-        utilizationPct: g.gpu.utilizationPct,
-        computeApps: procs.processes,
-      });
+      return ok({ ...infoOf(g.gpu), computeApps: procs.processes });
     },
+  };
+}
+
+/** The row's values; the power is the sampler's to read, not this row's. */
+function infoOf(g: SmiGpuState): CardInfo {
+  return {
+    name: g.name,
+    memoryTotalMib: g.memoryTotalMib,
+    memoryUsedMib: g.memoryUsedMib,
+    memoryFreeMib: g.memoryFreeMib,
+    utilizationPct: g.utilizationPct,
+    powerW: null,
   };
 }

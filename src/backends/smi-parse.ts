@@ -13,6 +13,7 @@
  * stamp is absent or marked bad, and the sampler falls back to the time the row arrived.
  */
 import { spawn } from "node:child_process";
+import { MAX_PLAUSIBLE_W } from "./uncertainty.js";
 
 /** The query when the driver knows `power.draw.instant` (R535 and later). */
 export const QUERY_INSTANT = "index,power.draw.instant,power.draw,timestamp";
@@ -99,8 +100,6 @@ export type SmiCell =
   | { readonly ok: true; readonly watts: number }
   | { readonly ok: false; readonly code: SmiErrorCode; readonly text: string };
 
-/** No card draws this much; a larger figure is garbage, not power (W). */
-const MAX_PLAUSIBLE_W = 5_000;
 const WATTS = /^(\d{1,6})(\.\d{1,6})?(?: W)?$/;
 const INDEX = /^\d{1,4}$/;
 
@@ -217,50 +216,8 @@ export function parseLine(line: string, query: SmiQuery): SmiLine {
   return { kind: "row", index, instant: null, average: parseCell(cells[1] as string), stamp };
 }
 
-/** Longest line kept; a longer one is not nvidia-smi's output and is dropped as malformed. */
+/** Longest line kept; a longer one is not nvidia-smi's output and is dropped (see LineSplitter). */
 export const MAX_LINE = 4096;
-
-/**
- * Splits a stream of text into complete lines. What follows the last newline is held until the
- * next chunk; at the end of the stream it is a truncated line ({@link LineSplitter.rest}).
- */
-export class LineSplitter {
-  private partial = "";
-  /** Lines dropped for being longer than {@link MAX_LINE}. */
-  overlong = 0;
-  private skipping = false;
-
-  push(chunk: string): string[] {
-    const lines: string[] = [];
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf("\n", start);
-      if (nl < 0) break;
-      // The end of an over-long line is dropped with it.
-      if (this.skipping) this.skipping = false;
-      else lines.push(this.partial + chunk.slice(start, nl));
-      this.partial = "";
-      start = nl + 1;
-    }
-    if (!this.skipping) {
-      this.partial += chunk.slice(start);
-      if (this.partial.length > MAX_LINE) {
-        this.overlong += 1;
-        this.partial = "";
-        this.skipping = true;
-      }
-    }
-    return lines;
-  }
-
-  /** The unterminated text at the end of the stream (a truncated line), or "" (and resets). */
-  rest(): string {
-    const rest = this.skipping ? "" : this.partial;
-    this.partial = "";
-    this.skipping = false;
-    return rest;
-  }
-}
 
 /** What a single run of the power query says about the cards (for giul-probe). */
 export interface SmiProbe {

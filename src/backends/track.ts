@@ -1,4 +1,5 @@
 import { type BackendName, type Check, type Failure, fail, type SpanMeasurement } from "../measurement.js";
+import type { TrackReadings } from "./readings.js";
 
 /**
  * An instant at which a window (or stage) starts or ends. A track captures it at once and
@@ -15,6 +16,8 @@ export interface Edge {
  */
 export interface Track {
   readonly backend: BackendName;
+  /** Single readings of the card's cumulative energy, where the track has them (giul-agent). */
+  readonly readings?: TrackReadings;
   /** Resolves when the track can take an edge with a sample before it, or with why it cannot. */
   ready(): Promise<Check>;
   /** Takes an edge now. Never throws, never blocks. */

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-import { type HostDevice, type HostReport, probeHost } from "../host.js";
 /**
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
 import type { BackendName } from "../measurement.js";
+import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
 
 const USAGE = `Usage: giul-probe [--json]
 

@@ -1,22 +1,19 @@
-import type { CardReader } from "./backends/card.js";
-import { nvmlCardReader, nvmlTrack } from "./backends/nvml.js";
-import { agentCardReader, remoteTrack } from "./backends/remote.js";
-import { smiTrack } from "./backends/smi.js";
-import { smiCardReader } from "./backends/smi-card.js";
-import type { Track } from "./backends/track.js";
-import { chooseLocalBackend } from "./backends/types.js";
-import { loadBinding } from "./binding.js";
-import { debug } from "./debug.js";
-import { GiulError } from "./errors.js";
-import { findNvidiaSmi, localCapabilities } from "./host.js";
-import { BACKEND_NAMES, type BackendName } from "./measurement.js";
-import type { ResolvedNode } from "./node.js";
+import type { CardReader } from "../backends/card.js";
+import type { BackendDescriptor, CardCapabilities } from "../backends/descriptor.js";
+import type { Track } from "../backends/track.js";
+import { Backoff } from "../backoff.js";
+import { debug } from "../debug.js";
+import { GiulError } from "../errors.js";
+import { BACKEND_NAMES, type BackendName } from "../measurement.js";
+import type { ResolvedNode } from "../node.js";
+import { localCapabilities } from "./capabilities.js";
+import { descriptorOf, firstServing } from "./registry.js";
 
 /**
- * The one place that picks a backend for a node: nvml_counter → nvml_sampler → smi_sampler for a
- * local card, remote_agent for a node with an agent, none otherwise. A card's support is probed
- * once and cached; a card that could not be probed is probed again after a backoff, not on every
- * request.
+ * The one place that picks a backend for a node: the first in the registry (./registry.ts) that
+ * can serve it — nvml_counter → nvml_sampler → smi_sampler for a local card, remote_agent for a
+ * node with an agent — else none. A card's support is probed once and cached (./capabilities.ts);
+ * a card that could not be probed is probed again after a backoff, not on every request.
  */
 
 export interface Selection {
@@ -25,7 +22,7 @@ export interface Selection {
   readonly track: Track | null;
   /** Why the node is metered this way, when it is not the best way (or not at all). */
   readonly reason: string | null;
-  /** Reads the card's processes and state (contention, probeNode), when the backend can. */
+  /** Reads the card's processes and state (contention, probeNode, giul-agent), when the backend can. */
   readonly reader?: CardReader | null;
   /** GIUL_BACKEND forced a backend the card cannot serve: why (a configuration error, not a fault). */
   readonly forcedUnavailable?: string;
@@ -44,12 +41,11 @@ interface CacheEntry {
   readonly selection: Promise<Selection>;
   /** Date.now() after which a failed probe is tried again. */
   retryAt: number;
-  failures: number;
+  /** Failed probes of this card in a row: 5 s, 10 s, … up to 5 min before the next. */
+  readonly backoff: Backoff;
 }
 
 const cache = new Map<string, CacheEntry>();
-const RETRY_BASE_MS = 5_000;
-const RETRY_MAX_MS = 300_000;
 
 /** The backend forced by GIUL_BACKEND (for diagnosis), or null. Throws on an unknown name. */
 export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
@@ -74,20 +70,17 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
   const hit = cache.get(key);
   if (hit && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
 
-  const failures = hit ? hit.failures : 0;
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
     retryAt: 0,
-    failures,
+    backoff: hit ? hit.backoff : new Backoff(5_000, 300_000),
   };
   const selection = probe(node, forced).then((sel) => {
     if (sel.track === null && sel.backend !== "none") {
-      entry.failures += 1;
-      entry.retryAt = Date.now() + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (entry.failures - 1));
+      entry.retryAt = Date.now() + entry.backoff.fail();
     } else if (sel.track === null && sel.reason !== null && forced === null) {
       // `none` because nothing could be probed: look again later (a driver may come back).
-      entry.failures += 1;
-      entry.retryAt = Date.now() + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (entry.failures - 1));
+      entry.retryAt = Date.now() + entry.backoff.fail();
     }
     debug("node %s: backend %s%s", node.name, sel.backend, sel.reason ? ` (${sel.reason})` : "");
     return sel;
@@ -100,65 +93,37 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
 async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
   try {
     if (!node.isLocal) {
-      if (node.powerEndpoint === null) {
+      const remote = firstServing(node, null);
+      if (remote === null) {
         return { backend: "none", track: null, reason: "the node is not local and has no powerEndpoint" };
       }
-      const track = remoteTrack(node.powerEndpoint, { timeoutMs: node.timeoutMs });
-      const reader = agentCardReader(node.powerEndpoint, node.timeoutMs);
-      return { backend: "remote_agent", track, reason: null, reader };
+      return open(remote, node, null);
     }
     const caps = await localCapabilities(node.gpuIndex);
-    const chosen = forced ?? chooseLocalBackend(caps);
-    if (forced !== null && forced !== "none" && !usable(forced, caps)) {
+    const chosen = forced === null ? firstServing(node, caps) : descriptorOf(forced);
+    if (forced !== null && forced !== "none" && !(chosen?.canServe(node, caps) ?? false)) {
       const why = caps.reason ?? `the card does not offer what ${forced} needs`;
       const reason = `GIUL_BACKEND=${forced} was forced, but it cannot serve card ${node.gpuIndex}: ${why}`;
       forcedFailures.set(`${node.gpuIndex}:${forced}`, reason);
       return { backend: forced, track: null, reason, forcedUnavailable: reason };
     }
-    if (chosen === "nvml_counter" || chosen === "nvml_sampler") {
-      const loaded = loadBinding();
-      if (!loaded.ok) return { backend: "none", track: null, reason: loaded.reason };
-      const track = nvmlTrack(loaded.binding, node.gpuIndex, {
-        counter: chosen === "nvml_counter",
-        instantPower: caps.info?.instantPower ?? false,
-      });
-      return { backend: chosen, track, reason: null, reader: nvmlCardReader(loaded.binding, node.gpuIndex) };
-    }
-    if (chosen === "smi_sampler") {
-      const smi = findNvidiaSmi();
+    if (chosen === null) {
       return {
-        backend: "smi_sampler",
-        track: smiTrack(node.gpuIndex),
-        reason: null,
-        reader: smi.path === null ? null : smiCardReader(smi.path, node.gpuIndex),
+        backend: "none",
+        track: null,
+        reason: caps.reason ?? `no way to read card ${node.gpuIndex}'s power`,
       };
     }
-    return {
-      backend: "none",
-      track: null,
-      reason: caps.reason ?? `no way to read card ${node.gpuIndex}'s power`,
-    };
+    return open(chosen, node, caps);
   } catch (error) {
     // Metering never fails the caller: a probe that throws is a node we cannot meter.
     return { backend: "none", track: null, reason: `probing the card failed: ${String(error)}` };
   }
 }
 
-function usable(backend: BackendName, caps: Awaited<ReturnType<typeof localCapabilities>>): boolean {
-  switch (backend) {
-    case "nvml_counter":
-      return caps.nvml && caps.energyCounter;
-    case "nvml_sampler":
-      return caps.nvml && caps.nvmlPower;
-    case "smi_sampler":
-      return caps.smi;
-    default:
-      return true;
-  }
-}
-
-/** Forget every cached selection (for tests). Tracks in use keep working. */
-export function resetSelection(): void {
-  cache.clear();
-  forcedFailures.clear();
+/** The selection of `backend` for the card: its track and reader, or `none` with why it could not open. */
+function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabilities | null): Selection {
+  const opened = backend.open(node, caps);
+  if (!opened.ok) return { backend: "none", track: null, reason: opened.reason };
+  return { backend: backend.name, track: opened.value.track, reason: null, reader: opened.value.reader };
 }

@@ -1,0 +1,68 @@
+import type { Result } from "../measurement.js";
+import type { EventLog } from "./track.js";
+
+/**
+ * A ring of samples, as every sampling backend hands them to RingTrack: the addon's (NativeRing,
+ * memory shared with the sampling thread) and those written from JavaScript (JsRing). Only the
+ * source of samples differs between backends; the window arithmetic over them is RingTrack's.
+ */
+
+/** One reading, as both rings store it. Times are ns relative to the ring's epoch. */
+export interface Sample {
+  t: number;
+  energyMj: number;
+  powerMw: number;
+  integralMj: number;
+  flags: number;
+  error: number;
+  faults: number;
+  /** Duration of the read stamped by t (ns): its value belongs to some instant in it. */
+  readNs: number;
+}
+
+/** Bits of Sample.flags (the same values as the addon's `flags`). */
+export const FLAG = Object.freeze({
+  ENERGY_OK: 1,
+  POWER_OK: 2,
+  COUNTER_BACKWARDS: 4,
+  COUNTER_JUMP: 8,
+  READ_FAILED: 16,
+});
+
+/** A sequence of samples k = 0, 1, 2, … of which the last `capacity` are kept. */
+export interface SampleRing {
+  readonly epochNs: bigint;
+  readonly capacity: number;
+  /** Number of samples written so far. */
+  head(): number;
+  /** Copies sample k into `out`; false when k is not (or no longer) held. */
+  read(k: number, out: Sample): boolean;
+  /** The sampling period now (ns). */
+  periodNs(): number;
+  /**
+   * The energy counter's update step, estimated from above (ns), 0 when unknown: the smallest
+   * interval from the last reading before a change to the reading that saw the next change. It is
+   * never below the true step (about one period above it), however late the sampler ran.
+   */
+  counterStepNs(): number;
+  /** Why no sample can be expected (the source failed for good), or null. */
+  failure(): string | null;
+}
+
+/** Where a ring comes from: opened on first use, closed a while after the last window leaves. */
+export interface RingSource {
+  /** Which cumulative column is the energy: the counter or the integral of power. */
+  readonly column: "energy" | "integral";
+  /** Power comes from a source that averages over about a second (nvmlDeviceGetPowerUsage). */
+  readonly averagedPower: boolean;
+  open(periodMs: number): Result<SampleRing>;
+  setPeriod(periodMs: number): void;
+  close(): void;
+  /** Describe an NVML (or other) error code carried by a sample. */
+  describeError(code: number): string;
+  /**
+   * The process-wide event log of the ring opened last, where the source has one (the native
+   * sampler's); null otherwise.
+   */
+  eventLog?(): EventLog | null;
+}

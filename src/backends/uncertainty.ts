@@ -1,0 +1,122 @@
+/**
+ * What was observed, turned into bounds: how far a span's energy can be from the truth, and which
+ * readings are not power at all. One module for every backend: RingTrack (the native ring, the
+ * nvidia-smi sampler's, a polled agent's) and the remote track's exact readings call it, so that a
+ * counter's step, an edge's staleness or a trapezoid is bounded the same way wherever it is read.
+ *
+ * Units are the rings': mW, mJ, ns.
+ */
+
+/**
+ * No card draws this much (W): a larger figure is a glitch or a counter reset, not power. The
+ * addon's sampling thread applies the same limit to counter jumps in C++ (`kMaxMjPerNs` in
+ * native/sampler.cc); change both together.
+ */
+export const MAX_PLAUSIBLE_W = 5_000;
+/** {@link MAX_PLAUSIBLE_W} in mW. */
+export const MAX_PLAUSIBLE_MW = MAX_PLAUSIBLE_W * 1000;
+
+/** Each counter read is a whole number of mJ: up to one mJ of rounding at each edge. */
+export const COUNTER_READ_QUANTUM_MJ = 1;
+/** … so two at a span's two edges. */
+const COUNTER_QUANTUM_MJ = 2 * COUNTER_READ_QUANTUM_MJ;
+
+/** What a counter's update step means for a span (see {@link counterStep}). */
+export interface CounterStep {
+  /** A step the error bar may assume: never below the true one (ns). */
+  readonly boundNs: number;
+  /** The shortest window worth measuring: the estimate less the period it overshoots by (ns). */
+  readonly shortestNs: number;
+}
+
+/**
+ * What a sampler's upper estimate of the counter's update step (0: unknown) means for a window,
+ * given the sampling period. Unknown: twice the period, and windows down to one period.
+ */
+export function counterStep(stepUpperNs: number, periodNs: number): CounterStep {
+  if (!(stepUpperNs > 0)) return { boundNs: 2 * periodNs, shortestNs: periodNs };
+  return { boundNs: stepUpperNs, shortestNs: Math.max(stepUpperNs - periodNs, 0) };
+}
+
+/** A duration in ms with at most two decimals ("12.5"): the local ring's messages. */
+export function msRounded(ns: number): string {
+  return String(Math.round(ns / 1e4) / 100);
+}
+
+/** A duration in ms with exactly two decimals ("12.50"): the remote track's messages. */
+export function msFixed(ns: number): string {
+  return (ns / 1e6).toFixed(2);
+}
+
+/**
+ * Why a window of `durationNs` on an energy counter is too short to measure (its update step is
+ * longer: the difference would be 0 or one step, not the window's energy), or null. `ms` formats
+ * the two durations in the message.
+ */
+export function tooShortForCounter(
+  durationNs: number,
+  step: CounterStep,
+  ms: (ns: number) => string,
+): string | null {
+  if (!(durationNs < step.shortestNs)) return null;
+  return (
+    `window of ${ms(durationNs)} ms is shorter than the energy counter's update step ` +
+    `(~${ms(step.shortestNs)} ms): too short to measure`
+  );
+}
+
+/**
+ * The power at which a counter's staleness at the edges is charged: the span's mean, or the power
+ * at either edge where it is known and higher. A null or non-finite edge power is unknown.
+ */
+export function edgePower(mean: number, a: number | null, b: number | null): number {
+  return Math.max(mean, finiteOr0(a), finiteOr0(b));
+}
+
+/**
+ * The error a counter's staleness adds to a span (mJ): each read is as of the counter's last
+ * update, up to one step before it, so the two edges' staleness differs by at most one step plus
+ * the reads' own durations, at `edgeMw` ({@link edgePower}); and each read is a whole number of mJ.
+ */
+export function counterEdgeErrMj(
+  edgeMw: number,
+  stepBoundNs: number,
+  readANs: number,
+  readBNs: number,
+): number {
+  return edgeMw * ((stepBoundNs + (readANs + readBNs) / 2) / 1e9) + COUNTER_QUANTUM_MJ;
+}
+
+/**
+ * How much a counter's value at one edge can lag the truth (mJ): it is as of the counter's last
+ * update, up to one step (plus the read's own duration) before the edge, at `edgeMw`. One-sided:
+ * the value is never ahead of the truth.
+ */
+export function counterLagMj(edgeMw: number, stepBoundNs: number, readNs: number): number {
+  return edgeMw * ((stepBoundNs + readNs) / 1e9);
+}
+
+/**
+ * The largest error of interpolating a cumulative value at an edge between the samples around it:
+ * the true value lies between `before` and `after` (any unit).
+ */
+export function interpolationErr(before: number, value: number, after: number): number {
+  return Math.max(value - before, after - value);
+}
+
+/** The largest error of the trapezoid between two power samples `dtNs` apart (mJ). */
+export function trapezoidErrMj(p0Mw: number, p1Mw: number, dtNs: number): number {
+  return (Math.abs(p1Mw - p0Mw) * dtNs) / 2e9;
+}
+
+/**
+ * Power averaged over about a second (nvmlDeviceGetPowerUsage, nvidia-smi's power.draw) lags the
+ * card: over a span it can misplace up to half its swing for up to a second (mJ).
+ */
+export function averagingErrMj(pMinMw: number, pMaxMw: number, seconds: number): number {
+  return ((pMaxMw - pMinMw) * Math.min(1, seconds)) / 2;
+}
+
+function finiteOr0(x: number | null): number {
+  return x !== null && Number.isFinite(x) ? x : 0;
+}

@@ -1,0 +1,183 @@
+/**
+ * What one local card offers for metering, probed once and cached: the addon and NVML (through
+ * them the card's counter and power), and nvidia-smi. Never throws: every failure is a field with
+ * a reason. Selection (./index.ts) asks for one card; giul-probe's report (./host.ts) reads the
+ * same things for every card.
+ */
+import type { DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../../binding.js";
+import type { CardCapabilities, LocalCapabilities } from "../backends/descriptor.js";
+import type { SmiProbe } from "../backends/smi-parse.js";
+import { findNvidiaSmi, type SmiStatus } from "../backends/smi-path.js";
+import { type BindingLoad, loadBinding } from "../binding.js";
+import { debug } from "../debug.js";
+
+export interface NvmlStatus {
+  /** libnvidia-ml loaded and nvmlInit succeeded. */
+  readonly available: boolean;
+  /** Why not, for a person, or null when available. */
+  readonly reason: string | null;
+  /** The addon's failure code (NVML_LIBRARY_NOT_FOUND, …), "ADDON_UNAVAILABLE", or null. */
+  readonly code: string | null;
+  /** The nvmlReturn_t behind the failure, when there was one. */
+  readonly nvmlReturn: number | null;
+  readonly driverVersion: string | null;
+  readonly nvmlVersion: string | null;
+  /** What was (or would be) given to dlopen: GIUL_NVML_LIBRARY or libnvidia-ml.so.1. */
+  readonly library: string;
+  readonly deviceCount: number;
+}
+
+/** What the probe reads from the process; replaceable so that a test can pass its own. */
+export interface HostDeps {
+  readonly load: () => BindingLoad;
+  readonly env: NodeJS.ProcessEnv;
+  /** Runs nvidia-smi's power query once (default: querySmiOnce). */
+  readonly querySmi?: (path: string, env: NodeJS.ProcessEnv) => Promise<SmiProbe>;
+}
+
+/** The process itself: the addon as src/binding.ts loads it, and process.env. */
+export const defaultHostDeps: HostDeps = { load: loadBinding, env: process.env };
+
+const DEFAULT_LIBRARY = "libnvidia-ml.so.1";
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function initNvml(binding: GiulBinding): Promise<NvmlInfo | NativeFailure> {
+  try {
+    return await binding.nvmlInit();
+  } catch (error) {
+    return {
+      ok: false,
+      code: "NVML_CALL_FAILED",
+      nvmlReturn: null,
+      reason: `nvmlInit threw: ${errorText(error)}`,
+    };
+  }
+}
+
+export async function readDevice(binding: GiulBinding, index: number): Promise<DeviceInfo | NativeFailure> {
+  try {
+    return await binding.deviceInfo(index);
+  } catch (error) {
+    return {
+      ok: false,
+      code: "NVML_CALL_FAILED",
+      nvmlReturn: null,
+      reason: `deviceInfo(${index}) threw: ${errorText(error)}`,
+    };
+  }
+}
+
+export interface NvmlState {
+  readonly binding: GiulBinding | null;
+  readonly status: NvmlStatus;
+}
+
+export async function nvmlState(deps: HostDeps): Promise<NvmlState> {
+  const library = deps.env.GIUL_NVML_LIBRARY || DEFAULT_LIBRARY;
+  const load = deps.load();
+  if (!load.ok) {
+    return {
+      binding: null,
+      status: {
+        available: false,
+        reason: "the giul addon, through which NVML is read, is not loaded (see addon.reason)",
+        code: "ADDON_UNAVAILABLE",
+        nvmlReturn: null,
+        driverVersion: null,
+        nvmlVersion: null,
+        library,
+        deviceCount: 0,
+      },
+    };
+  }
+  const init = await initNvml(load.binding);
+  if (!init.ok) {
+    return {
+      binding: load.binding,
+      status: {
+        available: false,
+        reason: init.reason,
+        code: init.code,
+        nvmlReturn: init.nvmlReturn,
+        driverVersion: null,
+        nvmlVersion: null,
+        library,
+        deviceCount: 0,
+      },
+    };
+  }
+  return {
+    binding: load.binding,
+    status: {
+      available: true,
+      reason: null,
+      code: null,
+      nvmlReturn: null,
+      driverVersion: init.driverVersion,
+      nvmlVersion: init.nvmlVersion,
+      library: init.library,
+      deviceCount: init.deviceCount,
+    },
+  };
+}
+
+export function capabilitiesOf(info: DeviceInfo | NativeFailure | null, smi: SmiStatus): LocalCapabilities {
+  const smiFound = smi.path !== null;
+  if (info === null || !info.ok)
+    return { nvml: false, energyCounter: false, nvmlPower: false, smi: smiFound };
+  return {
+    nvml: true,
+    energyCounter: info.energyCounter,
+    nvmlPower: info.instantPower || info.powerUsage,
+    smi: smiFound,
+  };
+}
+
+const cachedCapabilities = new Map<number, Promise<CardCapabilities>>();
+
+/** One local card's capabilities and state, for the backend choice (src/select/). Never throws. */
+async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
+  const smi = findNvidiaSmi(deps.env);
+  const nvml = await nvmlState(deps);
+  let info: DeviceInfo | null = null;
+  let reason: string | null = null;
+  if (nvml.binding === null || !nvml.status.available) {
+    reason =
+      nvml.binding === null ? "the giul addon is not loaded" : `NVML is unavailable: ${nvml.status.reason}`;
+  } else if (!Number.isInteger(index) || index < 0 || index >= nvml.status.deviceCount) {
+    reason = `there is no GPU ${index} (NVML reports ${nvml.status.deviceCount} device(s))`;
+  } else {
+    const read = await readDevice(nvml.binding, index);
+    if (read.ok) info = read;
+    else reason = `GPU ${index} cannot be read: ${read.reason}`;
+  }
+  if (reason !== null) debug("card %d: %s", index, reason);
+  return { ...capabilitiesOf(info, smi), info, reason };
+}
+
+/**
+ * {@link localCapabilitiesWith} for this process. A card that could be read is cached until
+ * {@link forgetCapabilities} (`probeHost({ refresh: true })`); one that could not (no addon, NVML or
+ * card unreadable) is not, so that selection's re-probe after its backoff looks again (a driver
+ * loaded since, nvidia-smi installed since) rather than getting the old failure back.
+ */
+export function localCapabilities(index: number): Promise<CardCapabilities> {
+  let entry = cachedCapabilities.get(index);
+  if (entry === undefined) {
+    const probing = localCapabilitiesWith(index, defaultHostDeps);
+    entry = probing;
+    cachedCapabilities.set(index, probing);
+    void probing.then((caps) => {
+      if (caps.reason !== null && cachedCapabilities.get(index) === probing) cachedCapabilities.delete(index);
+    });
+  }
+  return entry;
+}
+
+/** Forgets every cached card: the next {@link localCapabilities} probes again. */
+export function forgetCapabilities(): void {
+  cachedCapabilities.clear();
+}

@@ -1,0 +1,143 @@
+/**
+ * What this host offers for metering, probed once per process: the addon, NVML, each card's
+ * features and the backend a local Meter would use on it (the registry's choice), and nvidia-smi.
+ * Never throws: every failure is a field with a reason. giul-probe prints this.
+ */
+import type { DeviceInfo, NativeFailure } from "../../binding.js";
+import { querySmiOnce, type SmiProbe } from "../backends/smi-parse.js";
+import { findNvidiaSmi, type SmiStatus } from "../backends/smi-path.js";
+import { debug } from "../debug.js";
+import type { BackendName } from "../measurement.js";
+import {
+  capabilitiesOf,
+  defaultHostDeps,
+  forgetCapabilities,
+  type HostDeps,
+  type NvmlStatus,
+  nvmlState,
+  readDevice,
+} from "./capabilities.js";
+import { chooseLocalBackend } from "./registry.js";
+
+export interface AddonStatus {
+  /** The addon loaded and has the expected exports. */
+  readonly loaded: boolean;
+  /** The file it was loaded from, or null. */
+  readonly path: string | null;
+  /** Why it is not loaded (and how to fix it), or null. */
+  readonly reason: string | null;
+  /** The files or folders looked at. */
+  readonly tried: readonly string[];
+}
+
+export interface HostDevice {
+  readonly index: number;
+  readonly name: string | null;
+  readonly uuid: string | null;
+  readonly memoryUsedMib: number | null;
+  readonly memoryTotalMib: number | null;
+  /** nvmlDeviceGetTotalEnergyConsumption answers. */
+  readonly energyCounter: boolean;
+  /** Instantaneous power (NVML field 186) answers. */
+  readonly instantPower: boolean;
+  /** nvmlDeviceGetPowerUsage answers (a trailing average on recent cards). */
+  readonly powerUsage: boolean;
+  /** The backend a local Meter on this card would use. */
+  readonly backend: BackendName;
+  /** Why the card could not be read, or null. */
+  readonly reason: string | null;
+}
+
+export interface HostReport {
+  readonly addon: AddonStatus;
+  readonly nvml: NvmlStatus;
+  readonly smi: SmiStatus;
+  /**
+   * One run of the smi sampler's query (null when no nvidia-smi was found): whether the driver
+   * knows `power.draw.instant`, and per card which power the smi_sampler would read (instantaneous,
+   * or `power.draw`, a 1 s average on Ampere and newer), or why it cannot.
+   */
+  readonly smiPower: SmiProbe | null;
+  readonly devices: readonly HostDevice[];
+}
+
+function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiStatus): HostDevice {
+  const backend = chooseLocalBackend(index, capabilitiesOf(info, smi));
+  if (!info.ok) {
+    return {
+      index,
+      name: null,
+      uuid: null,
+      memoryUsedMib: null,
+      memoryTotalMib: null,
+      energyCounter: false,
+      instantPower: false,
+      powerUsage: false,
+      backend,
+      reason: info.reason,
+    };
+  }
+  return {
+    index,
+    name: info.name,
+    uuid: info.uuid,
+    memoryUsedMib: info.memoryUsedMib,
+    memoryTotalMib: info.memoryTotalMib,
+    energyCounter: info.energyCounter,
+    instantPower: info.instantPower,
+    powerUsage: info.powerUsage,
+    backend,
+    reason: null,
+  };
+}
+
+async function querySmi(deps: HostDeps, path: string): Promise<SmiProbe> {
+  try {
+    return await (deps.querySmi ?? querySmiOnce)(path, deps.env);
+  } catch (error) {
+    return {
+      ok: false,
+      reason: `running ${path} failed: ${error instanceof Error ? error.message : String(error)}`,
+      instantField: null,
+      devices: [],
+    };
+  }
+}
+
+/** Probes the host with the given dependencies, without caching. Never throws. */
+export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
+  const load = deps.load();
+  const addon: AddonStatus = load.ok
+    ? { loaded: true, path: load.path, reason: null, tried: [load.path] }
+    : { loaded: false, path: null, reason: load.reason, tried: load.tried };
+  const smi = findNvidiaSmi(deps.env);
+  const nvml = await nvmlState(deps);
+  const devices: HostDevice[] = [];
+  const binding = nvml.binding;
+  if (binding !== null && nvml.status.available) {
+    for (let index = 0; index < nvml.status.deviceCount; index++) {
+      devices.push(hostDevice(index, await readDevice(binding, index), smi));
+    }
+  }
+  debug(
+    "host: addon %s, nvml %s, %d device(s), smi %s",
+    addon.loaded,
+    nvml.status.available,
+    devices.length,
+    smi.path,
+  );
+  const smiPower = smi.path === null ? null : await querySmi(deps, smi.path);
+  return { addon, nvml: nvml.status, smi, smiPower, devices };
+}
+
+let cachedReport: Promise<HostReport> | undefined;
+
+/** What this host supports, probed once per process (`refresh: true` probes again). Never throws. */
+export function probeHost(options: { readonly refresh?: boolean } = {}): Promise<HostReport> {
+  if (options.refresh === true) {
+    cachedReport = undefined;
+    forgetCapabilities();
+  }
+  cachedReport ??= probeHostWith(defaultHostDeps);
+  return cachedReport;
+}
