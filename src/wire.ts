@@ -81,6 +81,14 @@ export interface EnergyWire {
   averaged_power: boolean;
   /** ns from the request's arrival to the response (the wait for the next sample). */
   wait_ns: number;
+  /**
+   * Least and most power the agent's sampler saw over the `power_range_ns` before the reading (W),
+   * or null: what bounds the energy between a client's edge and the reading, however late the
+   * request arrived. Absent from agents older than this field (then null).
+   */
+  power_min_w: number | null;
+  power_max_w: number | null;
+  power_range_ns: number;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -180,5 +188,8 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     period_ns: b.period_ns as number,
     averaged_power: b.averaged_power === true,
     wait_ns: b.wait_ns as number,
+    power_min_w: finite(b.power_min_w) ? b.power_min_w : null,
+    power_max_w: finite(b.power_max_w) ? b.power_max_w : null,
+    power_range_ns: finite(b.power_range_ns) ? b.power_range_ns : 0,
   });
 }

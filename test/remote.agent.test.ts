@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { fairShare } from "./fakes/fair-share.js";
 import { nativeReady, ROOT } from "./fakes/paths.js";
 import { type PythonAgent, startPythonAgent } from "./fakes/python-agent.js";
-import { type PowerPoint, Scenario, scenarioForThisProcess } from "./fakes/scenario.js";
+import { type DeviceSpec, type PowerPoint, Scenario, scenarioForThisProcess } from "./fakes/scenario.js";
 
 // The remote_agent backend end to end: a Meter in this process, a real giul-agent (the built CLI,
 // in a child process reading the libnvidia-ml double) on loopback, a stand-in for the Python
@@ -28,19 +28,17 @@ function triangleWave(): PowerPoint[] {
 
 // Also points this process at the double, for the in-process agent (the clock-offset test); the
 // child gets the same through sc.env().
-const sc = scenarioForThisProcess({
-  devices: [
-    {
-      name: "NVIDIA H100 80GB HBM3",
-      power: triangleWave(),
-      counterStepMs: 10,
-      memTotalMib: 81559,
-      memUsedMib: 3000,
-      utilGpu: 55,
-      procs: [{ pid: 4242, usedMib: 2048, name: "vllm" }],
-    },
-  ],
-});
+const DEVICE0: DeviceSpec = {
+  name: "NVIDIA H100 80GB HBM3",
+  power: triangleWave(),
+  counterStepMs: 10,
+  memTotalMib: 81559,
+  memUsedMib: 3000,
+  utilGpu: 55,
+  procs: [{ pid: 4242, usedMib: 2048, name: "vllm" }],
+};
+// Device 1: a card whose power a test steps at chosen instants (an in-process agent serves it).
+const sc = scenarioForThisProcess({ devices: [DEVICE0, { power: 100, counterStepMs: 10 }] });
 
 // The Python stand-in's power: smooth, so that polling every 100 ms can follow it.
 const smooth = new Scenario({
@@ -173,6 +171,36 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
         truthAbove(sc, t.open, first) * 0.01 + STEP_J,
       );
       expect(e.samples).toBeGreaterThan(50);
+    }
+  });
+
+  it("a closing reading that reaches the agent 50–400 ms late while power changes stays within its bar", async () => {
+    // The card draws 400 W while the closing request is held back and 100 W by the time it
+    // reaches the agent: moving the reading back to the edge at the power it read (100 W) misses
+    // 300 W × the lead, which the agent's reported power range must cover.
+    const agent = await startAgent({ port: 0, gpus: [1], warn: () => {} });
+    try {
+      const node = remoteNode(agent.url, 2_000);
+      // The past must not change (the double's counter is the integral from t0): steps append.
+      const power: PowerPoint[] = [[0, 100]];
+      for (const lateMs of [50, 150, 250, 400]) {
+        const at = sc.nowMs() + 300;
+        power.push([at - 20, 100], [at - 20, 400], [at + lateMs - 30, 400], [at + lateMs - 30, 100]);
+        sc.update({ devices: [DEVICE0, { counterStepMs: 10, power: [...power] }] });
+        const m = await Meter.forNode(node, { attribution: "exclusive" }).open();
+        await sleep(300);
+        const closing = m.close(); // the closing edge is taken now …
+        const until = Date.now() + lateMs; // … and its request leaves once the loop is free
+        while (Date.now() < until) {}
+        await closing;
+        const e = m.result();
+        const t = edges(m);
+        const truth = sc.energyJ(1, t.open, t.close) - (IDLE_W * Number(t.close - t.open)) / 1e9;
+        expect(e.method, e.reason ?? "").toBe("sampled");
+        expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
+      }
+    } finally {
+      await agent.close();
     }
   });
 

@@ -61,6 +61,12 @@ interface Sampler {
   readonly readings: TrackReadings;
 }
 
+/**
+ * /energy reports the least and most power over this long before each reading: a client can move
+ * a reading that reached the agent up to this late back to its edge with a bound.
+ */
+const POWER_RANGE_NS = 2_000_000_000;
+
 export class DeviceMonitor {
   readonly gpu: number;
   backend = "none";
@@ -230,6 +236,7 @@ export class DeviceMonitor {
     const info = readings.ringInfo();
     if (!r.ok) return fail(r.reason);
     if (info === null || info.generation !== r.generation) return fail("the sampler restarted");
+    const range = readings.powerRange(r.tNs - BigInt(POWER_RANGE_NS));
     return ok({
       agent: this.options.agent,
       gpu: this.gpu,
@@ -248,6 +255,9 @@ export class DeviceMonitor {
       period_ns: info.periodNs,
       averaged_power: info.averagedPower,
       wait_ns: Number(process.hrtime.bigint() - arrived),
+      power_min_w: range === null ? null : range.minMw / 1000,
+      power_max_w: range === null ? null : range.maxMw / 1000,
+      power_range_ns: POWER_RANGE_NS,
     });
   }
 }

@@ -12,6 +12,11 @@ export interface TrackReadings {
   ringInfo(): RingInfo | null;
   /** The cumulative value at one settled edge of the track, with the samples that bracket it. */
   reading(edge: Edge): EdgeReading;
+  /**
+   * Least and most power among the samples from `sinceNs` (CLOCK_MONOTONIC) to the newest, mW;
+   * null when none of them read power.
+   */
+  powerRange(sinceNs: bigint): { readonly minMw: number; readonly maxMw: number } | null;
 }
 
 /** The newest sample of a track (TrackReadings.latest). */

@@ -35,6 +35,8 @@ class RemoteEdge implements Edge {
   reason: string | null = null;
   /** ns from the edge to the estimated instant of the agent's reading (client clock). */
   leadNs = 0;
+  /** How far the reading's true instant can be from that estimate: half the network time (ns). */
+  netHalfNs = 0;
   readonly done: Promise<void>;
   resolveDone!: () => void;
 
@@ -114,6 +116,7 @@ export class ExactTrack implements Track {
           // The reading happened somewhere in the network part of the round trip: take its middle.
           const netNs = Math.max(0, Number(r.tRecv - r.tSend) - reading.wait_ns);
           e.leadNs = Math.max(0, Number(r.tSend - e.tNs) + netNs / 2);
+          e.netHalfNs = netNs / 2;
           e.reading = reading;
           debug(
             "remote edge: lead %d ns, rtt %d ns, wait %d ns, agent t %s, E %d J, P %s W, batch %d",
@@ -157,7 +160,8 @@ export class ExactTrack implements Track {
     const r = edge.reading;
     if (r === null) return fail(edge.reason ?? "not settled");
     if (r.power_w === null) return fail("the agent had no power reading at the edge");
-    const lead = (r.power_w * edge.leadNs) / 1e9;
+    const lead = leadErrJ(r, edge, r.power_w);
+    if (typeof lead === "string") return fail(lead);
     if (r.energy_source !== "counter") return { ok: true, errJoules: r.interp_err_j + lead, lagJoules: 0 };
     const step = counterStep(r.counter_step_ns, r.period_ns);
     return {
@@ -215,6 +219,25 @@ function movedDifference(
   return b.energy_j - a.energy_j - (pb * to.leadNs) / 1e9 + (pa * from.leadNs) / 1e9;
 }
 
+/**
+ * How far moving a reading back to its edge at power `p` can be off (J): the energy between the
+ * edge and the reading lies between the least and the most power the agent saw there times the
+ * lead, and the reading's instant is known to within half the network time. An agent that reports
+ * no power range (older than that field) is charged its power over the lead and that half. A
+ * reading later than the range the agent reports cannot be moved with a bound: why, as a string.
+ */
+function leadErrJ(r: EnergyWire, e: RemoteEdge, p: number): number | string {
+  if (r.power_min_w === null || r.power_max_w === null) return (p * (e.leadNs + e.netHalfNs)) / 1e9;
+  if (e.leadNs + e.netHalfNs > r.power_range_ns) {
+    return (
+      `the reading reached the agent ${msFixed(e.leadNs)} ms after the edge, beyond the ` +
+      `${msFixed(r.power_range_ns)} ms of power it reports: it cannot be moved back to the edge with a bound`
+    );
+  }
+  const swing = Math.max(r.power_max_w - p, p - r.power_min_w, 0);
+  return (swing * e.leadNs + r.power_max_w * e.netHalfNs) / 1e9;
+}
+
 /** The card energy between two readings, each moved back to its edge, with its error bar. */
 function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   const checked = checkReadings(from, to);
@@ -232,7 +255,11 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   const pb = b.power_w ?? meanW;
   // The readings are of the instants the requests reached the agent; move each to its edge.
   const grossJ = movedDifference(from, to, a, b, meanW);
-  let uncertaintyJ = a.interp_err_j + b.interp_err_j + (pa * from.leadNs + pb * to.leadNs) / 1e9;
+  const leadA = leadErrJ(a, from, pa);
+  if (typeof leadA === "string") return fail(`opening edge: ${leadA}`);
+  const leadB = leadErrJ(b, to, pb);
+  if (typeof leadB === "string") return fail(`closing edge: ${leadB}`);
+  let uncertaintyJ = a.interp_err_j + b.interp_err_j + leadA + leadB;
   let caveat: string | null = null;
   if (b.energy_source === "counter") {
     // As on a local counter: each read is up to one step stale, and a whole number of mJ.

@@ -410,6 +410,26 @@ export class RingTrack implements Track, TrackReadings {
     };
   }
 
+  powerRange(sinceNs: bigint): { readonly minMw: number; readonly maxMw: number } | null {
+    const ring = this.ring;
+    if (ring === null) return null;
+    const since = Number(sinceNs - ring.epochNs);
+    const s = this.scratch2;
+    let min = Number.POSITIVE_INFINITY;
+    let max = Number.NEGATIVE_INFINITY;
+    const oldest = Math.max(0, ring.head() - ring.capacity);
+    // The sample before `since` too: its power held into the range.
+    for (let k = ring.head() - 1; k >= oldest; k--) {
+      if (!ring.read(k, s)) continue;
+      if (!Number.isNaN(s.powerMw)) {
+        if (s.powerMw < min) min = s.powerMw;
+        if (s.powerMw > max) max = s.powerMw;
+      }
+      if (s.t < since) break;
+    }
+    return Number.isFinite(max) ? { minMw: min, maxMw: max } : null;
+  }
+
   private readAt(ring: SampleRing, k: number): Sample | null {
     return ring.read(k, this.scratch2) ? this.scratch2 : null;
   }
