@@ -170,12 +170,66 @@ export interface SampleFlags {
   readonly READ_FAILED: number;
 }
 
+/**
+ * Layout of a device's event log, in Float64 slots (index into a Float64Array over
+ * {@link NativeSampler.ledger}).
+ *
+ * Windows (requests being metered) open, close and change weight on a card from every JavaScript
+ * environment of the process; each appends its events here through
+ * {@link NativeSampler.ledgerAppend}, so every environment sees every window's events in time
+ * order, with the process-wide count and weight.
+ *
+ * Header (slots 0..headerSlots-1). Slot 0 holds two uint32 words: word 0 is the seqlock generation
+ * (odd while an append writes, incremented twice per append), word 1 the layout version — the same
+ * protocol as the ring's. A consistent read: g = Atomics.load(u32, 0); g even; read;
+ * Atomics.load(u32, 0) === g.
+ *
+ * Entry k (k = 0, 1, 2, … the sequence number ledgerAppend returned) lives at
+ * headerSlots + (k % capacity) * entrySlots while hPublished - capacity <= k < hPublished.
+ */
+export interface LedgerLayout {
+  /** The layout version, also stored as uint32 word 1 of the buffer. */
+  readonly version: number;
+  /** Slots before entry 0. */
+  readonly headerSlots: number;
+  /** Slots per entry. */
+  readonly entrySlots: number;
+  /** Header slot: entries appended so far (the next sequence number). */
+  readonly hPublished: number;
+  /** Header slot: capacity in entries (65,536; entry k lives at headerSlots + (k % capacity) * entrySlots). */
+  readonly hCapacity: number;
+  /** Header slot: the idle floor (W) shared by the windows open on the card, NaN while none is open. */
+  readonly hIdleW: number;
+  /** Header slot: windows open on the card in the whole process. */
+  readonly hOpen: number;
+  /** Header slot: total weight of the windows open on the card in the whole process (exactly 0 when none is open). */
+  readonly hWeight: number;
+  /**
+   * Entry slot: CLOCK_MONOTONIC ns minus the sampler's epochNs, stamped inside the append (under
+   * its lock, so sequence order is time order).
+   */
+  readonly eT: number;
+  /**
+   * Entry slot: the ring's head (samples written so far) when the event was stamped, read just
+   * before eT: every ring sample k < eRingHead was stamped (sT) before eT.
+   */
+  readonly eRingHead: number;
+  /** Entry slot: total weight open on the card just before the event. */
+  readonly eWeightBefore: number;
+  /** Entry slot: total weight open on the card just after the event (exactly 0 when eCountAfter is 0). */
+  readonly eWeightAfter: number;
+  /** Entry slot: windows open on the card just after the event. */
+  readonly eCountAfter: number;
+}
+
 /** A reference to the process-wide sampling thread of one device. */
 export interface NativeSampler {
   readonly ok: true;
   /** The ring (see RingLayout), written by the thread, read by TypeScript. */
   readonly buffer: ArrayBuffer;
-  /** CLOCK_MONOTONIC ns that sample times are relative to. */
+  /** The device's event log (see LedgerLayout), shared by every reference in the process. */
+  readonly ledger: ArrayBuffer;
+  /** CLOCK_MONOTONIC ns that sample times (and event times) are relative to. */
   readonly epochNs: bigint;
   readonly device: number;
   /**
@@ -184,11 +238,30 @@ export interface NativeSampler {
    */
   setPeriod(periodMs: number): void;
   /**
-   * Drop this reference. When the last reference in the process goes, the thread is told to stop
-   * (it exits after the NVML call in progress, if any; release never waits for it) and is joined
-   * once it has returned; the ring is freed when the last buffer over it is collected. References
-   * are also dropped by an environment's cleanup hook and by this object's finaliser.
-   * Idempotent. The buffer stays readable (a final snapshot, hState 3 once stopped) after release.
+   * Appends one event to the device's event log and returns its sequence number (≥ 0): a window
+   * opens (deltaCount 1, its weight as deltaWeight, and the idle floor its node charges as idleW),
+   * closes (deltaCount −1, −its weight), changes weight (deltaCount 0, the change), or marks a
+   * stage (0, 0). idleW is read only for an open. Returns −1, appending nothing, when an open's
+   * idleW differs from hIdleW while windows are open; −2, appending nothing, after release().
+   * A close with no window open on the card is clamped (hOpen stays 0) and still appended.
+   * Never calls NVML; takes a lock shared only with other appends.
+   *
+   * This reference remembers the weight and count it appended; when it is dropped (release(), its
+   * finaliser, its environment's teardown) with windows still open, one event closing them
+   * (−its weight, −its count) is appended for it.
+   *
+   * Throws a TypeError (src/ never makes one) when an argument is not a number, deltaWeight is not
+   * finite, deltaCount is not −1, 0 or 1, or an open's idleW is not finite.
+   */
+  ledgerAppend(deltaWeight: number, deltaCount: number, idleW: number): number;
+  /**
+   * Drop this reference, first appending the event that closes the windows it left open on the
+   * ledger (see ledgerAppend). When the last reference in the process goes, the thread is told to
+   * stop (it exits after the NVML call in progress, if any; release never waits for it) and is
+   * joined once it has returned; the ring and the ledger are freed when the last buffer over each
+   * is collected. References are also dropped by an environment's cleanup hook and by this
+   * object's finaliser. Idempotent. The buffer stays readable (a final snapshot, hState 3 once
+   * stopped) after release, and so does the ledger (appended to by the references still held).
    */
   release(): void;
 }
@@ -196,6 +269,8 @@ export interface NativeSampler {
 export interface GiulBinding {
   readonly layout: RingLayout;
   readonly flags: SampleFlags;
+  /** Layout of each device's event log (NativeSampler.ledger). */
+  readonly ledgerLayout: LedgerLayout;
   /** Loads and initialises NVML once per process (off the JS thread); later calls share the result. */
   nvmlInit(): Promise<NvmlInfo | NativeFailure>;
   /** Reads one device's state off the JS thread. Needs nvmlInit to have succeeded. */

@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 import base from "./vitest.config.js";
 
 // `npm run test:fast`: the edit loop. The pure-TypeScript suites and the native unit suites (the
-// addon's loader, sampler and lifetimes, the binding, the test doubles themselves): no long-running
+// addon's loader, sampler, event log and lifetimes, the binding, the test doubles themselves): no long-running
 // children, no package packing, no multi-second accuracy runs. Chosen by measured duration; the
 // rest (Meter end to end, smi sampler and lifetime, agent, remote, package, exit) runs in
 // `npm test`, which runs everything, these included.
@@ -21,6 +21,8 @@ export const FAST_SUITES = [
   "test/binding.test.ts",
   "test/fakes.nvml.test.ts",
   "test/fakes.smi.test.ts",
+  "test/native.ledger-log.lifetime.test.ts",
+  "test/native.ledger-log.test.ts",
   "test/native.lifetime.test.ts",
   "test/native.loader.test.ts",
   "test/native.sampler.test.ts",

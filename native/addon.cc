@@ -35,6 +35,7 @@ GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
               {
                   InstanceValue("layout", js::Layout(env), napi_enumerable),
                   InstanceValue("flags", js::Flags(env), napi_enumerable),
+                  InstanceValue("ledgerLayout", js::LedgerLayoutObject(env), napi_enumerable),
                   InstanceMethod<&GiulAddon::NvmlInit>("nvmlInit", napi_enumerable),
                   InstanceMethod<&GiulAddon::DeviceInfo>("deviceInfo", napi_enumerable),
                   InstanceMethod<&GiulAddon::ComputeProcesses>("computeProcesses", napi_enumerable),
@@ -124,8 +125,8 @@ Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
     return failure->ToObject(env);
   }
   auto& reference = std::get<SamplerRegistry::Reference>(acquired);
-  SamplerReference::Init init{nullptr, reference.sampler->ring(), reference.sampler->epoch_ns(),
-                              index};
+  SamplerReference::Init init{nullptr, reference.sampler->ring(), reference.sampler->ledger(),
+                              reference.sampler->epoch_ns(), index};
   init.lease = std::make_shared<SamplerLease>(reference);
 
   std::erase_if(leases_, [](const std::weak_ptr<SamplerLease>& weak) { return weak.expired(); });

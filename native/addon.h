@@ -1,6 +1,6 @@
 // The addon's per-environment instance (main thread and each worker): the GiulBinding surface of
 // binding.d.ts. Its destructor (the environment's teardown) drops every sampler reference the
-// environment still holds.
+// environment still holds, closing on each device's event log the windows they left open.
 #pragma once
 
 #include <napi.h>

@@ -1,5 +1,6 @@
 #include "js_values.h"
 
+#include "ledger_log.h"
 #include "ring.h"
 
 namespace giul::js {
@@ -112,6 +113,25 @@ Napi::Object Flags(Napi::Env env) {
   set("COUNTER_BACKWARDS", SampleFlag::kCounterBackwards);
   set("COUNTER_JUMP", SampleFlag::kCounterJump);
   set("READ_FAILED", SampleFlag::kReadFailed);
+  return Freeze(env, out);
+}
+
+Napi::Object LedgerLayoutObject(Napi::Env env) {
+  Napi::Object out = Napi::Object::New(env);
+  auto set = [&](const char* key, double value) { out.Set(key, Napi::Number::New(env, value)); };
+  set("version", LedgerLayout::kVersion);
+  set("headerSlots", LedgerLayout::kHeaderSlots);
+  set("entrySlots", LedgerLayout::kEntrySlots);
+  set("hPublished", LedgerLayout::kPublished);
+  set("hCapacity", LedgerLayout::kCapacitySlot);
+  set("hIdleW", LedgerLayout::kIdleW);
+  set("hOpen", LedgerLayout::kOpen);
+  set("hWeight", LedgerLayout::kWeight);
+  set("eT", LedgerLayout::kT);
+  set("eRingHead", LedgerLayout::kRingHead);
+  set("eWeightBefore", LedgerLayout::kWeightBefore);
+  set("eWeightAfter", LedgerLayout::kWeightAfter);
+  set("eCountAfter", LedgerLayout::kCountAfter);
   return Freeze(env, out);
 }
 

@@ -27,7 +27,8 @@ Sampler::Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library)
     : index_(index),
       library_(std::move(library)),
       ring_(std::make_shared<Ring>()),
-      epoch_ns_(MonotonicNs()) {
+      epoch_ns_(MonotonicNs()),
+      ledger_(std::make_shared<LedgerLog>(epoch_ns_)) {
   ring_->header(RingLayout::kPeriodNs) = kDefaultPeriodMs * 1e6;
 }
 
@@ -376,6 +377,8 @@ void Sampler::Publish(const TickReads& reads, int64_t t, bool failed) {
   sample[RingLayout::kReadNs] = static_cast<double>(reads.ReadNs());
   ++head_;
   ring_->header(RingLayout::kHead) = static_cast<double>(head_);
+  // Before the seqlock closes: whoever sees this head in the ring sees it here too.
+  published_head_.store(head_, std::memory_order_release);
   ring_->header(RingLayout::kPeriodNs) = period_ns;
   ring_->header(RingLayout::kState) = failed ? RingLayout::kFailed : RingLayout::kRunning;
   ring_->header(RingLayout::kLastError) = last_error_;

@@ -1,6 +1,8 @@
 // One device's sampling thread: reads the energy counter and power on a fixed period, stamps each
 // tick with CLOCK_MONOTONIC, integrates power, flags faults, and writes the ring. Shared by every
-// reference to the device in the process (see SamplerRegistry), which owns its lifetime.
+// reference to the device in the process (see SamplerRegistry), which owns its lifetime. Beside the
+// ring it holds the device's event log (LedgerLog), which any thread appends to and the sampling
+// thread never touches.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "ledger_log.h"
 #include "nvml_library.h"
 #include "ring.h"
 
@@ -49,6 +52,11 @@ class Sampler {
   unsigned int index() const { return index_; }
   int64_t epoch_ns() const { return epoch_ns_; }
   const std::shared_ptr<Ring>& ring() const { return ring_; }
+  const std::shared_ptr<LedgerLog>& ledger() const { return ledger_; }
+  /// Appends an event to the log, stamped with the ring's head. Any thread; never calls NVML.
+  LedgerLog::Outcome LedgerAppend(const LedgerLog::Event& event) {
+    return ledger_->Append(event, published_head_);
+  }
 
   static int ClampPeriodMs(double period_ms);
 
@@ -85,6 +93,8 @@ class Sampler {
   const std::shared_ptr<const NvmlLibrary> library_;
   const std::shared_ptr<Ring> ring_;
   const int64_t epoch_ns_;
+  const std::shared_ptr<LedgerLog> ledger_;
+  std::atomic<uint64_t> published_head_{0};  // the ring's hHead, written by the thread
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -16,15 +16,52 @@ void SamplerLease::SetPeriod(int period_ms) {
   }
 }
 
+int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double idle_w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!reference_) {
+    return kReleased;
+  }
+  LedgerLog::Event event;
+  event.delta_weight = delta_weight;
+  event.delta_count = delta_count;
+  event.idle_w = idle_w;
+  LedgerLog::Outcome outcome = reference_->sampler->LedgerAppend(event);
+  if (outcome.sequence < 0) {
+    return outcome.sequence;
+  }
+  // A clamped close (none open on the card) changed nothing, so it is not this lease's to undo.
+  if (outcome.count_delta == delta_count) {
+    weight_sum_ += delta_weight;
+    count_sum_ += delta_count;
+  }
+  if (count_sum_ == 0) {
+    weight_sum_ = 0;  // none of this lease's windows is open: what is left is rounding
+  }
+  return outcome.sequence;
+}
+
 void SamplerLease::Release() {
   std::optional<SamplerRegistry::Reference> reference;
+  double weight_sum = 0;
+  int64_t count_sum = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reference.swap(reference_);
+    std::swap(weight_sum, weight_sum_);
+    std::swap(count_sum, count_sum_);
   }
-  if (reference) {
-    SamplerRegistry::Instance().Release(*reference);
+  if (!reference) {
+    return;
   }
+  // The reference still holds the sampler, so its log is alive here whatever else is going away.
+  if (count_sum != 0 || weight_sum != 0) {
+    LedgerLog::Event event;
+    event.delta_weight = -weight_sum;
+    event.delta_count = -count_sum;
+    event.compensation = true;
+    reference->sampler->LedgerAppend(event);
+  }
+  SamplerRegistry::Instance().Release(*reference);
 }
 
 }  // namespace giul

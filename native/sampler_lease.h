@@ -1,16 +1,23 @@
 // One reference to a device's sampler, held by a JS object and by its environment's addon data;
 // whichever lets go first (release(), the object's finaliser, the environment's cleanup) drops it.
+// It also remembers what it appended to the device's event log, so that dropping it closes the
+// windows its environment left open.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <optional>
 
+#include "ledger_log.h"
 #include "sampler_registry.h"
 
 namespace giul {
 
 class SamplerLease {
  public:
+  /// What LedgerAppend returns once the lease is released: nothing was appended.
+  static constexpr int64_t kReleased = -2;
+
   explicit SamplerLease(SamplerRegistry::Reference reference);
   ~SamplerLease();
   SamplerLease(const SamplerLease&) = delete;
@@ -19,12 +26,19 @@ class SamplerLease {
   SamplerLease& operator=(SamplerLease&&) = delete;
 
   void SetPeriod(int period_ms);
-  /// Idempotent.
+  /// Appends to the device's event log and keeps the sums of what this lease appended. Returns
+  /// the sequence number, LedgerLog::kIdleConflict, or kReleased.
+  int64_t LedgerAppend(double delta_weight, int delta_count, double idle_w);
+  /// Idempotent. When this lease's windows are not all closed, first appends one event that
+  /// closes them (its summed weight and count, negated). Makes no JS call: safe from a finaliser
+  /// and from an environment's cleanup.
   void Release();
 
  private:
   std::mutex mutex_;
-  std::optional<SamplerRegistry::Reference> reference_;
+  std::optional<SamplerRegistry::Reference> reference_;  // guarded by mutex_
+  double weight_sum_ = 0;                                // guarded by mutex_
+  int64_t count_sum_ = 0;                                // guarded by mutex_
 };
 
 }  // namespace giul

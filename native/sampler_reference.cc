@@ -1,13 +1,36 @@
 #include "sampler_reference.h"
 
+#include <cmath>
+#include <string>
+#include <utility>
+
 #include "sampler.h"
 
 namespace giul {
+namespace {
+
+/// An ArrayBuffer over memory that `owner` keeps alive until the buffer is collected, so JS never
+/// reads freed memory, even after release() and after the thread is gone.
+template <typename T>
+Napi::ArrayBuffer SharedBuffer(Napi::Env env, const std::shared_ptr<T>& owner) {
+  auto* keep = new std::shared_ptr<T>(owner);
+  try {
+    return Napi::ArrayBuffer::New(
+        env, owner->data(), owner->byte_length(),
+        [](Napi::Env, void*, std::shared_ptr<T>* hint) { delete hint; }, keep);
+  } catch (...) {
+    delete keep;
+    throw;
+  }
+}
+
+}  // namespace
 
 Napi::Function SamplerReference::DefineClass(Napi::Env env) {
   return ObjectWrap<SamplerReference>::DefineClass(
       env, "NativeSampler",
       {InstanceMethod<&SamplerReference::SetPeriod>("setPeriod"),
+       InstanceMethod<&SamplerReference::LedgerAppend>("ledgerAppend"),
        InstanceMethod<&SamplerReference::Release>("release")});
 }
 
@@ -20,22 +43,13 @@ SamplerReference::SamplerReference(const Napi::CallbackInfo& info)
   const Init& init = *info[0].As<Napi::External<Init>>().Data();
   lease_ = init.lease;
 
-  // The ring is kept alive by the ArrayBuffer's finaliser, so JS never reads freed memory, even
-  // after release() and after the thread is gone.
-  auto* keep = new std::shared_ptr<Ring>(init.ring);
-  Napi::ArrayBuffer buffer;
-  try {
-    buffer = Napi::ArrayBuffer::New(
-        env, init.ring->data(), init.ring->byte_length(),
-        [](Napi::Env, void*, std::shared_ptr<Ring>* hint) { delete hint; }, keep);
-  } catch (...) {
-    delete keep;
-    throw;
-  }
+  Napi::ArrayBuffer buffer = SharedBuffer(env, init.ring);
+  Napi::ArrayBuffer ledger = SharedBuffer(env, init.ledger);
   auto self = info.This().As<Napi::Object>();
   self.DefineProperties({
       Napi::PropertyDescriptor::Value("ok", Napi::Boolean::New(env, true), napi_enumerable),
       Napi::PropertyDescriptor::Value("buffer", buffer, napi_enumerable),
+      Napi::PropertyDescriptor::Value("ledger", ledger, napi_enumerable),
       Napi::PropertyDescriptor::Value("epochNs", Napi::BigInt::New(env, init.epoch_ns),
                                       napi_enumerable),
       Napi::PropertyDescriptor::Value("device", Napi::Number::New(env, init.device),
@@ -55,6 +69,28 @@ Napi::Value SamplerReference::SetPeriod(const Napi::CallbackInfo& info) {
   }
   lease_->SetPeriod(Sampler::ClampPeriodMs(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
+}
+
+Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  constexpr const char* kUsage = "ledgerAppend(deltaWeight, deltaCount, idleW): ";
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) {
+    throw Napi::TypeError::New(env, std::string(kUsage) + "each argument must be a number");
+  }
+  const double delta_weight = info[0].As<Napi::Number>().DoubleValue();
+  const double delta_count = info[1].As<Napi::Number>().DoubleValue();
+  const double idle_w = info[2].As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(delta_weight)) {
+    throw Napi::TypeError::New(env, std::string(kUsage) + "deltaWeight must be finite");
+  }
+  if (delta_count != -1 && delta_count != 0 && delta_count != 1) {
+    throw Napi::TypeError::New(env, std::string(kUsage) + "deltaCount must be -1, 0 or 1");
+  }
+  if (delta_count > 0 && !std::isfinite(idle_w)) {
+    throw Napi::TypeError::New(env, std::string(kUsage) + "an open's idleW must be finite");
+  }
+  int64_t sequence = lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w);
+  return Napi::Number::New(env, static_cast<double>(sequence));
 }
 
 Napi::Value SamplerReference::Release(const Napi::CallbackInfo& info) {

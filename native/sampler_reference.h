@@ -1,11 +1,13 @@
-// The JS object openSampler() returns (NativeSampler): buffer, epochNs, device, setPeriod(),
-// release(). Its finaliser drops the reference if release() was never called.
+// The JS object openSampler() returns (NativeSampler): buffer, ledger, epochNs, device,
+// setPeriod(), ledgerAppend(), release(). Its finaliser drops the reference if release() was never
+// called.
 #pragma once
 
 #include <napi.h>
 
 #include <memory>
 
+#include "ledger_log.h"
 #include "ring.h"
 #include "sampler_lease.h"
 
@@ -17,6 +19,7 @@ class SamplerReference : public Napi::ObjectWrap<SamplerReference> {
   struct Init {
     std::shared_ptr<SamplerLease> lease;
     std::shared_ptr<Ring> ring;
+    std::shared_ptr<LedgerLog> ledger;
     int64_t epoch_ns;
     unsigned int device;
   };
@@ -28,6 +31,7 @@ class SamplerReference : public Napi::ObjectWrap<SamplerReference> {
 
  private:
   Napi::Value SetPeriod(const Napi::CallbackInfo& info);
+  Napi::Value LedgerAppend(const Napi::CallbackInfo& info);
   Napi::Value Release(const Napi::CallbackInfo& info);
 
   std::shared_ptr<SamplerLease> lease_;

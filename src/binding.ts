@@ -70,6 +70,8 @@ const REQUIRED: ReadonlyArray<readonly [keyof GiulBinding, "function" | "object"
   ["monotonicNs", "function"],
   ["layout", "object"],
   ["flags", "object"],
+  // Added with the event log: an addon built before it lacks this (and NativeSampler.ledger).
+  ["ledgerLayout", "object"],
 ];
 
 /** What is wrong with a loaded module as a GiulBinding, or null when it has the contract's shape. */

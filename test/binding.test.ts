@@ -205,9 +205,13 @@ describe("loadBindingFrom (in process)", () => {
       monotonicNs: fn,
       layout: {},
       flags: {},
+      ledgerLayout: {},
     };
     expect(bindingShapeProblem(complete)).toBeNull();
     expect(bindingShapeProblem({ ...complete, layout: null })).toContain("layout (object)");
+    // An addon built before the event log is stale.
+    const { ledgerLayout: _, ...beforeLedger } = complete;
+    expect(bindingShapeProblem(beforeLedger)).toBe("it lacks ledgerLayout (object)");
   });
 });
 

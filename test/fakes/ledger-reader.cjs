@@ -1,0 +1,82 @@
+// A reader of a device's event log (binding.d.ts LedgerLayout) under its seqlock, the protocol of
+// NativeRing in src/backends/nvml.ts. Plain CommonJS so that worker_threads started with
+// `eval: true` can require it as well as the test files (test/native.ledger-log.test.ts).
+"use strict";
+
+/** Attempts before a read gives up: an append holds the seqlock odd for well under a microsecond. */
+const TRIES = 1_000_000;
+
+class LedgerReader {
+  /**
+   * @param {ArrayBuffer} buffer NativeSampler.ledger
+   * @param {import("../../binding.js").LedgerLayout} layout GiulBinding.ledgerLayout
+   */
+  constructor(buffer, layout) {
+    this.L = layout;
+    this.f64 = new Float64Array(buffer);
+    this.u32 = new Uint32Array(buffer);
+    this.capacity = this.f64[layout.hCapacity];
+    /** Reads that found the seqlock odd or changed, and were retried. */
+    this.retries = 0;
+  }
+
+  /** The layout version stored as uint32 word 1. */
+  version() {
+    return this.u32[1];
+  }
+
+  /** Runs `read` until the generation is even before and unchanged after it. */
+  consistent(read) {
+    for (let tries = 0; tries < TRIES; tries++) {
+      const g = Atomics.load(this.u32, 0);
+      if ((g & 1) === 0) {
+        const value = read();
+        if (Atomics.compareExchange(this.u32, 0, g, g) === g) return value;
+      }
+      this.retries++;
+    }
+    throw new Error(`the ledger's seqlock never held still in ${TRIES} tries`);
+  }
+
+  header() {
+    const { f64: f, L } = this;
+    return this.consistent(() => ({
+      published: f[L.hPublished],
+      capacity: f[L.hCapacity],
+      idleW: f[L.hIdleW],
+      open: f[L.hOpen],
+      weight: f[L.hWeight],
+    }));
+  }
+
+  /** Entry k, or null when it is not in the log (not appended yet, or overwritten). */
+  entry(k) {
+    const { f64: f, L, capacity } = this;
+    const base = L.headerSlots + (k % capacity) * L.entrySlots;
+    return this.consistent(() => {
+      const published = f[L.hPublished];
+      if (k < 0 || k >= published || k < published - capacity) return null;
+      return {
+        k,
+        t: f[base + L.eT],
+        ringHead: f[base + L.eRingHead],
+        weightBefore: f[base + L.eWeightBefore],
+        weightAfter: f[base + L.eWeightAfter],
+        countAfter: f[base + L.eCountAfter],
+      };
+    });
+  }
+
+  /** Every entry still in the log, oldest first, each read consistently. */
+  entries() {
+    const { published } = this.header();
+    const out = [];
+    for (let k = Math.max(0, published - this.capacity); k < published; k++) {
+      const e = this.entry(k);
+      if (e !== null) out.push(e);
+    }
+    return out;
+  }
+}
+
+module.exports = { LedgerReader };
