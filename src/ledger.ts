@@ -350,11 +350,11 @@ export class CardLedger {
     } else {
       this.follow(shared, deltaCount > 0);
       const seq = shared.log.append(deltaWeight, deltaCount, idleW);
-      if (seq < 0) return null;
-      event = this.ingest(shared, seq);
+      if (seq === -1) return null;
+      event = seq < 0 ? null : this.ingest(shared, seq);
       if (event === null) {
-        // Our own entry was overwritten before we read it (the log wrapped within this call):
-        // an event that can only be broken, at the instant of the call.
+        // Our own entry was overwritten before we read it (the log wrapped within this call), or
+        // could not be written: an event that can only be broken, at the instant of the call.
         event = this.push(this.track.edge(), Number.NaN, this.weight, this.count);
         event.lostBefore = true;
       }

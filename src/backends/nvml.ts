@@ -4,8 +4,11 @@ import type { BackendName } from "../measurement.js";
 import { type CardInfo, type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
 import type { CardReader } from "./card.js";
 import type { BackendDescriptor } from "./descriptor.js";
+import { NativeEventLog } from "./native-log.js";
 import type { RingSource, Sample, SampleRing } from "./ring.js";
 import { RingTrack } from "./ring-track.js";
+import { recheck } from "./seqlock.js";
+import type { EventLog } from "./track.js";
 
 /**
  * The native backends: the addon's sampling thread writes a ring in memory shared with
@@ -32,15 +35,6 @@ const NVML_ERRORS: Readonly<Record<number, string>> = {
 export function describeNvmlError(code: number): string {
   if (code === 0) return "no error recorded";
   return `NVML error ${code} (${NVML_ERRORS[code] ?? "see nvml.h"})`;
-}
-
-/**
- * The seqlock's closing check. A plain acquire load would let the payload loads before it be
- * performed after it on weakly ordered CPUs (ARM64), accepting a torn sample; a compare-exchange
- * of the word with itself is a full barrier there, and leaves the value unchanged.
- */
-function recheck(u32: Uint32Array, g: number): boolean {
-  return Atomics.compareExchange(u32, 0, g, g) === g;
 }
 
 /** A consistent view of the addon's ring (the seqlock protocol of binding.d.ts). */
@@ -113,6 +107,7 @@ class NvmlSource implements RingSource {
   readonly column: "energy" | "integral";
   readonly averagedPower: boolean;
   private sampler: NativeSampler | null = null;
+  private log: NativeEventLog | null = null;
 
   constructor(
     private readonly binding: GiulBinding,
@@ -128,6 +123,7 @@ class NvmlSource implements RingSource {
     const sampler = this.binding.openSampler(this.index, periodMs);
     if (!sampler.ok) return fail(`cannot start the sampling thread: ${sampler.reason}`);
     this.sampler = sampler;
+    this.log = new NativeEventLog(sampler, this.binding.ledgerLayout);
     return ok(new NativeRing(sampler, this.binding.layout));
   }
 
@@ -138,6 +134,12 @@ class NvmlSource implements RingSource {
   close(): void {
     this.sampler?.release();
     this.sampler = null;
+    this.log = null;
+  }
+
+  /** The card's process-wide event log, shared with every other environment's sampler reference. */
+  eventLog(): EventLog | null {
+    return this.log;
   }
 
   describeError(code: number): string {

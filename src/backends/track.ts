@@ -123,7 +123,10 @@ export interface EventLogEntry {
 
 /** Windows' events appended by every environment of the process, in time order. */
 export interface EventLog {
-  /** Appends an event; its sequence number, or −1 when an open's idleW conflicts with the card's. */
+  /**
+   * Appends an event; its sequence number, or −1 when an open's idleW conflicts with the card's,
+   * or −2 when the log can no longer be written from here (its reference was released).
+   */
   append(deltaWeight: number, deltaCount: number, idleW: number): number;
   /** Entries appended so far. */
   published(): number;

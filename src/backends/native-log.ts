@@ -1,0 +1,64 @@
+import type { LedgerLayout, NativeSampler } from "../../binding.js";
+import { recheck } from "./seqlock.js";
+import type { EventLog, EventLogEntry } from "./track.js";
+
+/**
+ * The addon's process-wide event log of one card (the seqlock protocol of binding.d.ts'
+ * LedgerLayout): every JavaScript environment appends its windows' events through its own sampler
+ * reference, and reads everyone's from the shared buffer without a call per entry.
+ */
+export class NativeEventLog implements EventLog {
+  private readonly f64: Float64Array;
+  private readonly u32: Uint32Array;
+  private readonly capacity: number;
+
+  constructor(
+    private readonly sampler: NativeSampler,
+    private readonly L: LedgerLayout,
+  ) {
+    this.f64 = new Float64Array(sampler.ledger);
+    this.u32 = new Uint32Array(sampler.ledger);
+    this.capacity = this.f64[L.hCapacity] ?? 0;
+  }
+
+  append(deltaWeight: number, deltaCount: number, idleW: number): number {
+    return this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW);
+  }
+
+  published(): number {
+    return this.header(this.L.hPublished);
+  }
+
+  idleW(): number {
+    return this.header(this.L.hIdleW);
+  }
+
+  read(k: number, out: EventLogEntry): boolean {
+    const L = this.L;
+    const f = this.f64;
+    const base = L.headerSlots + (k % this.capacity) * L.entrySlots;
+    for (let tries = 0; tries < 64; tries++) {
+      const g = Atomics.load(this.u32, 0);
+      if (g & 1) continue;
+      const published = f[L.hPublished] ?? 0;
+      if (k < 0 || k >= published || k < published - this.capacity) return false;
+      out.t = f[base + L.eT] ?? Number.NaN;
+      out.ringHead = f[base + L.eRingHead] ?? 0;
+      out.weightBefore = f[base + L.eWeightBefore] ?? Number.NaN;
+      out.weightAfter = f[base + L.eWeightAfter] ?? Number.NaN;
+      out.countAfter = f[base + L.eCountAfter] ?? 0;
+      if (recheck(this.u32, g)) return true;
+    }
+    return false;
+  }
+
+  private header(slot: number): number {
+    for (let tries = 0; tries < 64; tries++) {
+      const g = Atomics.load(this.u32, 0);
+      if (g & 1) continue;
+      const value = this.f64[slot] ?? Number.NaN;
+      if (recheck(this.u32, g)) return value;
+    }
+    return this.f64[slot] ?? Number.NaN;
+  }
+}
