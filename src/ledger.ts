@@ -65,6 +65,11 @@ export class LedgerEvent {
   lagDownTerm = 0;
   /** Events of the process-wide log were lost just before this one (the log wrapped). */
   lostBefore = false;
+  /**
+   * Events of the log were skipped just before this one on purpose: this environment had no window
+   * open then, so nothing of its own spans the gap, which is not measured.
+   */
+  skippedBefore = false;
   /** This event's edge errors (J), or why they are not known. */
   err = 0;
   lag = 0;
@@ -158,6 +163,7 @@ export class CardLedger {
   private log: SharedLog["log"] | null = null;
   private cursor = 0;
   private lost = false;
+  private skipNext = false;
   private localOpen = 0;
   private catchUp: NodeJS.Timeout | null = null;
   private readonly entry: EventLogEntry = {
@@ -390,13 +396,15 @@ export class CardLedger {
    */
   private follow(shared: SharedLog, opening: boolean): void {
     if (shared.log === this.log && !(opening && this.localOpen === 0)) return;
+    const published = shared.log.published();
+    if (shared.log === this.log && published === this.cursor) return;
+    // Windows of ours that closed may still be settling: their events stay pending and are
+    // accounted as usual; only the gap up to the next event read is left unmeasured. (A new log,
+    // after the sampler restarted, cannot be subtracted from the old one anyway.)
     this.log = shared.log;
-    this.cursor = shared.log.published();
+    this.cursor = published;
     this.lost = false;
-    // Nothing pending can matter any more: every window of ours was settled through its close.
-    this.head = this.pending.length;
-    this.resolvedTail = null;
-    this.requestedSeq = this.seq - 1;
+    this.skipNext = true;
   }
 
   /** Reads the log's entries up to `through` into pending events; the event of `through`, if read. */
@@ -416,6 +424,10 @@ export class CardLedger {
         entry.weightAfter,
         entry.countAfter,
       );
+      if (this.skipNext) {
+        event.skippedBefore = true;
+        this.skipNext = false;
+      }
       if (this.lost) {
         event.lostBefore = true;
         this.lost = false;
@@ -471,7 +483,9 @@ export class CardLedger {
       e.broken = prev.broken;
       e.brokenReason = prev.brokenReason;
       const weight = prev.weightAfter;
-      if (e.lostBefore) {
+      if (e.skippedBefore) {
+        // Nothing of this environment's spans the gap: neither measured nor broken.
+      } else if (e.lostBefore) {
         e.broken += 1;
         e.brokenReason =
           "events of other windows on the card were lost (the process-wide event log wrapped before this environment read it)";

@@ -64,6 +64,27 @@ describe.runIf(ready)("shared and exclusive attribution", () => {
     ).toBeLessThanOrEqual(e.uncertaintyJoules as number);
   });
 
+  it("back-to-back windows whose closes are not awaited before the next opens are each the whole card", async () => {
+    const closing: Promise<void>[] = [];
+    const meters = [];
+    for (let i = 0; i < 20; i++) {
+      const m = await Meter.forNode(node).open();
+      await sleep(30);
+      closing.push(m.close()); // the next window opens while this one is still settling
+      meters.push(m);
+    }
+    await Promise.all(closing);
+    for (const m of meters) {
+      const e = m.result();
+      const t = m.edgeTimes();
+      expect(e.method, e.reason ?? "").toBe("sampled");
+      expect(e.concurrency?.max).toBe(1);
+      expect(
+        Math.abs((e.joules as number) - truthAbove(0, t.open as bigint, t.close as bigint)),
+      ).toBeLessThanOrEqual(e.uncertaintyJoules as number);
+    }
+  });
+
   it("weights split the card in proportion, and setWeight takes effect from the call", async () => {
     const heavy = await Meter.forNode(node, { weight: 3 }).open();
     const light = await Meter.forNode(node).open();
