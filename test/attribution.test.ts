@@ -147,6 +147,7 @@ describe.runIf(ready)("shared attribution: the shares add up to the card and eac
         const ledger = ledgerFor(selection.track);
         let worst = 0;
         let checked = 0;
+        const runs: string[] = [];
         const run = await fc.check(
           fc.asyncProperty(plansArb, async (plans) => {
             const cardBefore = ledger.cardAboveJoules;
@@ -175,8 +176,13 @@ describe.runIf(ready)("shared attribution: the shares add up to the card and eac
             // the card's energy above idle over the union of the windows, split or not.
             const card = ledger.cardAboveJoules - cardBefore;
             const unmeasured = meters.filter((m) => m.result().measuredJoules === null).length;
-            if (unmeasured === 0)
+            if (unmeasured === 0) {
               expect(Math.abs(sum - card)).toBeLessThanOrEqual(Math.abs(card) * 0.001 + 1e-6 * meters.length);
+              runs.push(
+                `${meters.length} windows: Σ shares ${sum.toFixed(3)} J, card over the union ${card.toFixed(3)} J ` +
+                  `(measured), ${truth.unionAbove.toFixed(3)} J (truth)`,
+              );
+            }
           }),
           { numRuns: 4, endOnFailure: true, examples: LARGEST.map((plans) => [plans] as [Plan[]]) },
         );
@@ -188,7 +194,7 @@ describe.runIf(ready)("shared attribution: the shares add up to the card and eac
           );
         }
         console.log(
-          `${backend}: ${checked} sampled shares within their bars; worst error/bar ${worst.toFixed(3)}`,
+          `${backend}: ${checked} sampled shares within their bars; worst error/bar ${worst.toFixed(3)}\n  ${runs.join("\n  ")}`,
         );
       } finally {
         delete process.env.GIUL_BACKEND;
