@@ -55,14 +55,13 @@ export class LedgerEvent {
   v = 0;
   /** Errors of intervals themselves per unit weight, cumulative (J). */
   u = 0;
-  /** Σ |Δ(1/W)| × two-sided edge error, cumulative, and this event's own term (J). */
+  /**
+   * Σ |Δ(1/W)| × two-sided edge error, and Σ max(0, ±Δ(1/W)) × edge lag, cumulative (J), each
+   * including this event's own term (see {@link LedgerEvent.invChange}).
+   */
   e2 = 0;
-  e2Term = 0;
-  /** Σ max(0, ±Δ(1/W)) × edge lag, cumulative, and this event's own terms (J). */
   lagUp = 0;
-  lagUpTerm = 0;
   lagDown = 0;
-  lagDownTerm = 0;
   /** Events of the process-wide log were lost just before this one (the log wrapped). */
   lostBefore = false;
   /**
@@ -80,6 +79,11 @@ export class LedgerEvent {
   broken = 0;
   /** Why the latest of them could not be measured. */
   brokenReason: string | null = null;
+
+  /** The change of 1 / (total weight) at this event: every other window's coefficient moves by w × it. */
+  invChange(): number {
+    return inverse(this.weightAfter) - inverse(this.weightBefore);
+  }
 
   constructor(
     edge: Edge,
@@ -316,9 +320,11 @@ export class CardLedger {
       const next = w.events[i + 1] as LedgerEvent;
       above += weight * (next.v - e.v);
       spread += weight * (next.u - e.u);
-      twoSided += weight * (next.e2 - next.e2Term - e.e2);
-      up += weight * (next.lagUp - next.lagUpTerm - e.lagUp);
-      down += weight * (next.lagDown - next.lagDownTerm - e.lagDown);
+      // Up to its next event, that event's own term excluded: that is its own jump, next round.
+      const d = next.invChange();
+      twoSided += weight * (next.e2 - Math.abs(d) * next.err - e.e2);
+      up += weight * (next.lagUp - (d > 0 ? d * next.lag : 0) - e.lagUp);
+      down += weight * (next.lagDown - (d < 0 ? -d * next.lag : 0) - e.lagDown);
       before = weight * inverse(next.weightBefore);
     }
     return { ok: true, aboveJoules: above, uncertaintyJoules: spread + twoSided + Math.max(up, down) };
@@ -514,13 +520,10 @@ export class CardLedger {
     if (error.ok) {
       e.err = error.errJoules;
       e.lag = error.lagJoules;
-      const d = inverse(e.weightAfter) - inverse(e.weightBefore);
-      e.e2Term = Math.abs(d) * e.err;
-      e.lagUpTerm = d > 0 ? d * e.lag : 0;
-      e.lagDownTerm = d < 0 ? -d * e.lag : 0;
-      e.e2 += e.e2Term;
-      e.lagUp += e.lagUpTerm;
-      e.lagDown += e.lagDownTerm;
+      const d = e.invChange();
+      e.e2 += Math.abs(d) * e.err;
+      if (d > 0) e.lagUp += d * e.lag;
+      else e.lagDown -= d * e.lag;
     } else {
       e.edgeFailure = error.reason;
       if (e.weightBefore > 0 && e.weightAfter > 0) {

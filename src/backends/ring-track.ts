@@ -174,11 +174,10 @@ export class RingTrack implements Track, TrackReadings {
       this.shared = {
         ring,
         log,
-        edgeAt: (t: number, ringHead: number): Edge => {
-          const e = new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, 0, ringHead);
-          this.resolve(e);
-          return e;
-        },
+        // Not resolved here: a logged instant is recent, its sample after rarely exists yet, and
+        // settle() resolves it when it does.
+        edgeAt: (t: number, ringHead: number): Edge =>
+          new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, 0, ringHead),
       };
     }
     return this.shared;
