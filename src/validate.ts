@@ -32,6 +32,14 @@ function camel(name: string): string {
   return name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
+/** `short` is `long` with letters left out (same first letter, the rest in order). */
+function abbreviates(short: string, long: string): boolean {
+  if (short[0] !== long[0] || short.length >= long.length) return false;
+  let j = 0;
+  for (const c of long) if (c === short[j]) j += 1;
+  return j >= short.length;
+}
+
 function distance(a: string, b: string): number {
   const row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
@@ -58,6 +66,11 @@ export function unknownKey(key: string, known: readonly string[]): string {
     return `unknown key; did you mean "${fromPython}"? (giul for Node.js uses camelCase)`;
   }
   for (const k of known) if (k.toLowerCase() === lower) best = k;
+  // An abbreviation ("secs" for "seconds") or an overlong name ("weights" for "weight").
+  if (best === null && lower.length >= 3) {
+    best =
+      known.find((k) => abbreviates(lower, k.toLowerCase()) || lower.startsWith(k.toLowerCase())) ?? null;
+  }
   if (best === null) {
     let nearest = Number.POSITIVE_INFINITY;
     for (const k of known) {

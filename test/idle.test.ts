@@ -1,0 +1,102 @@
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { nativeReady, ROOT } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
+
+// Measuring idle: a tool the operator runs on a quiet card, whose answer they paste into idleW.
+// Scored against the scenario: the card's draw is known exactly.
+
+const soon = 1_500;
+const sc = scenarioForThisProcess({
+  devices: [
+    // 0: idle, 69 ↔ 71 W (a slow ramp): median 70 W, counter average 70 W
+    {
+      power: Array.from({ length: 400 }, (_, i) => [i * 500, i % 2 === 0 ? 69 : 71] as const),
+      counterStepMs: 10,
+    },
+    // 1: a process resident
+    { power: 120, procs: [{ pid: 9001, usedMib: 2000, name: "python3 serve.py" }] },
+    // 2: a process that arrives during the measurement
+    { power: 70, procs: [{ pid: 9002, usedMib: 500, name: "late-job", fromMs: 0 }] },
+  ],
+});
+afterAll(() => sc.remove());
+const { measureIdle, isGiulError } = await import("../src/index.js");
+const PROBE = join(ROOT, "dist", "cli", "probe.js");
+
+describe.runIf(nativeReady())("measureIdle", () => {
+  it("reports the median, percentiles and the counter's average of a quiet card", async () => {
+    const progress: number[] = [];
+    const r = await measureIdle({ gpuIndex: 0, seconds: 2, onProgress: (s) => progress.push(s) });
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.backend).toBe("nvml_counter");
+    expect(r.medianW).toBeGreaterThan(69.4);
+    expect(r.medianW).toBeLessThan(70.6);
+    expect(r.p5W).toBeGreaterThanOrEqual(69);
+    expect(r.p95W).toBeLessThanOrEqual(71);
+    expect(Math.abs((r.counterAvgW as number) - 70)).toBeLessThan(0.6);
+    expect(r.samples).toBeGreaterThan(100);
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it("refuses while a compute process is resident, naming it", async () => {
+    const r = await measureIdle({ gpuIndex: 1, seconds: 1 });
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.reason).toMatch(
+      /GPU 1 is not idle: python3 serve\.py \(pid 9001\) resident; stop it and measure again/,
+    );
+  });
+
+  it("refuses when a compute process appears during the measurement", async () => {
+    const from = sc.nowMs() + soon;
+    sc.update({
+      devices: [
+        {
+          power: Array.from({ length: 400 }, (_, i) => [i * 500, i % 2 === 0 ? 69 : 71] as const),
+          counterStepMs: 10,
+        },
+        { power: 120, procs: [{ pid: 9001, usedMib: 2000, name: "python3 serve.py" }] },
+        { power: 70, procs: [{ pid: 9002, usedMib: 500, name: "late-job", fromMs: from }] },
+      ],
+    });
+    const r = await measureIdle({ gpuIndex: 2, seconds: 4 });
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.reason).toMatch(/GPU 2 did not stay idle: late-job \(pid 9002\) resident/);
+  });
+
+  it("checks its options like the rest of the API", async () => {
+    await expect(measureIdle({ seconds: 0 })).rejects.toSatisfy((e) => isGiulError(e, "INVALID_OPTION"));
+    await expect(measureIdle({ secs: 5 } as never)).rejects.toThrow(/did you mean "seconds"/);
+    await expect(measureIdle({ gpuIndex: -1 })).rejects.toThrow(/gpuIndex/);
+  });
+
+  it("giul-probe --idle prints it, or refuses with exit 2", () => {
+    const env = { ...process.env, GIUL_BACKEND: "" };
+    const ok = spawnSync(process.execPath, [PROBE, "--idle", "--gpu", "0", "--seconds", "1", "--json"], {
+      encoding: "utf8",
+      env,
+      timeout: 30_000,
+    });
+    expect(ok.status, ok.stderr).toBe(0);
+    const json = JSON.parse(ok.stdout);
+    expect(Object.keys(json).sort()).toEqual(
+      ["backend", "counterAvgW", "gpuIndex", "medianW", "p5W", "p95W", "samples", "seconds"].sort(),
+    );
+    expect(Math.abs(json.medianW - 70)).toBeLessThan(1.1);
+    const text = spawnSync(process.execPath, [PROBE, "--idle", "--seconds", "1"], { encoding: "utf8", env });
+    expect(text.stdout).toMatch(/paste into this card's Node: {2}idleW: \d+\.\d/);
+    const busy = spawnSync(process.execPath, [PROBE, "--idle", "--gpu", "1", "--seconds", "1"], {
+      encoding: "utf8",
+      env,
+    });
+    expect(busy.status).toBe(2);
+    expect(busy.stderr).toMatch(/not idle: python3 serve\.py \(pid 9001\)/);
+    const bad = spawnSync(process.execPath, [PROBE, "--idle", "--seconds", "abc"], { encoding: "utf8", env });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/--seconds expects a number from 1 to 3600, got "abc"/);
+  });
+});
