@@ -59,9 +59,37 @@ describe.runIf(ready)("examples", () => {
     expect(r.stderr).toMatch(/12 answers, 12 measured/);
   });
 
+  it("quick-start.mjs measures one answer and its stages", () => {
+    const r = run("quick-start.mjs", []);
+    expect(r.status, r.stderr).toBe(0);
+    const [line, json] = r.stdout.trim().split("\n");
+    expect(line).toMatch(/^sampled \d+\.\d\d J ± \d+\.\d\d via nvml_counter$/);
+    const e = JSON.parse(json as string);
+    expect(Object.keys(e.stages)).toEqual(["retrieve", "generate"]);
+    // 200 W above idle over the window (the card draws a steady 260 W here).
+    expect(Math.abs(e.joules - 200 * e.seconds)).toBeLessThanOrEqual(e.uncertainty_joules);
+    expect(e.tokens).toBe(412);
+  });
+
+  it("express-middleware.mjs logs one record per request, after the response", () => {
+    const r = run("express-middleware.mjs", ["5"]);
+    expect(r.status, r.stderr).toBe(0);
+    const lines = r.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(lines).toHaveLength(5);
+    for (const l of lines) {
+      expect(l).toMatchObject({ method: "GET", path: "/v1/complete", status: 200 });
+      expect(l.energy.method).toBe("sampled");
+      expect(l.energy.tokens).toBe(64);
+      expect(l.energy.joules).toBeLessThanOrEqual(l.energy.card_joules + 1e-9);
+    }
+  });
+
   it("the README shows each example exactly as it is in examples/", () => {
     const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-    for (const file of ["concurrent-http.mjs"]) {
+    for (const file of ["quick-start.mjs", "concurrent-http.mjs", "express-middleware.mjs"]) {
       const source = readFileSync(join(ROOT, "examples", file), "utf8");
       expect(readme.includes(`\`\`\`js\n${source}\`\`\``), `README.md shows examples/${file} verbatim`).toBe(
         true,
