@@ -134,6 +134,7 @@ export class Energy {
    */
   readonly cardJoules: number | null;
 
+  /** @internal Records are made by the rules (Meter.result()), not by callers. */
   constructor(fields: EnergyFields) {
     this.joules = fields.joules;
     this.method = fields.method;

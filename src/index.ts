@@ -5,11 +5,11 @@
 
 export type { Attribution, Concurrency, EnergyRecord, Method } from "./energy.js";
 export { Energy } from "./energy.js";
-export type { GiulErrorCode } from "./errors.js";
+export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./errors.js";
 export { GiulError, isGiulError } from "./errors.js";
 export type { IdleMeasurement, IdleOptions, IdleResult } from "./idle.js";
 export { measureIdle } from "./idle.js";
-export type { BackendName, ContendingProcess } from "./measurement.js";
+export type { BackendName, ContendingProcess, ProcessInfo } from "./measurement.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter.js";
 export { Meter } from "./meter.js";
 export type { Node, ResolvedNode } from "./node.js";
