@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { nativeReady, ROOT } from "./fakes/paths.js";
+import { built, FAKE_SMI, nativeReady, ROOT } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // Measuring idle: a tool the operator runs on a quiet card, whose answer they paste into idleW.
@@ -100,3 +100,63 @@ describe.runIf(nativeReady())("measureIdle", () => {
     expect(bad.stderr).toMatch(/--seconds expects a number from 1 to 3600, got "abc"/);
   });
 });
+
+describe.runIf(nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in"))(
+  "giul-probe --watch, nvidia-smi-only cards and GIUL_BACKEND",
+  () => {
+    it("prints each card's power and the energy since the watch started, until interrupted", async () => {
+      const { spawn } = await import("node:child_process");
+      const child = spawn(process.execPath, [PROBE, "--watch", "--gpu", "2"], {
+        env: { ...process.env, GIUL_BACKEND: "" },
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+      });
+      await new Promise((r) => setTimeout(r, 3_300));
+      child.kill("SIGINT");
+      const code = await new Promise((r) => child.once("exit", r));
+      expect(code).toBe(0);
+      const lines = out.trim().split("\n");
+      expect(lines.length).toBeGreaterThanOrEqual(2);
+      for (const line of lines)
+        expect(line).toMatch(/^GPU 2 {2}70\.0 W {2}[\d.]+ J since start \(\d+ s, nvml_counter\)$/);
+      // A steady 70 W: the energy since start grows by about 70 J a second.
+      const joules = lines.map((l) => Number(/ ([\d.]+) J since/.exec(l)?.[1]));
+      const perLine = ((joules.at(-1) as number) - (joules[0] as number)) / (lines.length - 1);
+      expect(Math.abs(perLine - 70)).toBeLessThan(7);
+    });
+
+    it("lists the cards seen only through nvidia-smi, with their power now and their backend", () => {
+      const env = { ...process.env, GIUL_BACKEND: "", GIUL_DISABLE_ADDON: "1", GIUL_NVIDIA_SMI: FAKE_SMI };
+      const r = spawnSync(process.execPath, [PROBE], { encoding: "utf8", env, timeout: 30_000 });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/Cards seen only through nvidia-smi/);
+      expect(r.stdout).toMatch(
+        /GPU 1\n {2}power now {2}120\.0 W \(power\.draw\.instant\)\n {2}backend {4}smi_sampler/,
+      );
+    });
+
+    it("refuses an unknown GIUL_BACKEND as a Meter does, in giul-probe and giul-agent alike", () => {
+      const env = { ...process.env, GIUL_BACKEND: "nvml_countr" };
+      const probe = spawnSync(process.execPath, [PROBE], { encoding: "utf8", env });
+      expect(probe.status).toBe(2);
+      expect(probe.stderr).toMatch(
+        /GIUL_BACKEND=nvml_countr: expected one of nvml_counter, nvml_sampler, smi_sampler, none/,
+      );
+      const agent = spawnSync(process.execPath, [join(ROOT, "dist", "cli", "agent.js"), "--port", "0"], {
+        encoding: "utf8",
+        env,
+        timeout: 10_000,
+      });
+      expect(agent.status).toBe(2);
+      expect(agent.stderr).toMatch(/GIUL_BACKEND=nvml_countr/);
+      const forced = spawnSync(process.execPath, [PROBE], {
+        encoding: "utf8",
+        env: { ...process.env, GIUL_BACKEND: "smi_sampler" },
+      });
+      expect(forced.status).toBe(0);
+      expect(forced.stdout).toMatch(/smi_sampler is forced by GIUL_BACKEND but cannot serve this card/);
+    });
+  },
+);

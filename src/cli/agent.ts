@@ -5,6 +5,7 @@
  * Exits 2 for bad arguments, 1 when it cannot listen.
  */
 import { startAgent } from "../agent/server.js";
+import { forcedBackend } from "../select/index.js";
 
 const USAGE = `Usage: giul-agent [--port 9402] [--host 127.0.0.1] [--gpu 0] [--period-ms 10]
 
@@ -93,6 +94,13 @@ export async function main(args: readonly string[]): Promise<number> {
   }
   if (parsed.kind === "bad") {
     process.stderr.write(`giul-agent: ${parsed.message}\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    // GIUL_BACKEND is checked as a Meter checks it: an unknown name is refused, not ignored.
+    forcedBackend();
+  } catch (error) {
+    process.stderr.write(`giul-agent: ${error instanceof Error ? error.message : String(error)}\n`);
     return 2;
   }
   let agent: Awaited<ReturnType<typeof startAgent>>;

@@ -1,19 +1,27 @@
 #!/usr/bin/env node
+import type { Track } from "../backends/track.js";
 /**
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
 import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
+import { resolveNode } from "../node.js";
 import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
+import { forcedBackend, select } from "../select/index.js";
+import { descriptorOf } from "../select/registry.js";
 
 const USAGE = `Usage: giul-probe [--json]
        giul-probe --idle [--gpu N] [--seconds 30] [--json]
+       giul-probe --watch [--gpu N]
 
 Prints what this host supports for GPU energy metering: whether the giul addon and NVML
 loaded (and the driver version, or why not), whether nvidia-smi is on PATH, and for each
 NVIDIA card its name, memory, energy-counter and instantaneous-power support, and the
 backend a local Meter would use.
+
+With --watch, prints a line a second per card (or for --gpu N) until interrupted: its power
+and the energy it drew since the watch started, through the backend a Meter would use.
 
 With --idle, measures a card's idle draw instead: its power sampled for --seconds while no
 compute process is on it (refused, exit 2, if one is resident or appears), as the median,
@@ -23,6 +31,7 @@ card's Node (idleW). giul never applies it by itself.
 Options:
   --json         print one JSON object instead of text
   --idle         measure the idle draw of a card
+  --watch        print each card's power and energy since start, every second
   --gpu N        the card to measure (default 0)
   --seconds S    how long to measure (1..3600, default 30)
   -h, --help     print this help
@@ -32,6 +41,9 @@ Environment:
   GIUL_NVIDIA_SMI     use this nvidia-smi instead of searching PATH
   GIUL_ADDON_PATH     load the addon from this file
   GIUL_DISABLE_ADDON  set to 1 to run without the addon
+  GIUL_BACKEND        force a backend (nvml_counter, nvml_sampler, smi_sampler, none),
+                      for diagnosis; an unknown name is refused (exit 2)
+  NODE_DEBUG=giul     print giul's decisions as they are made
 `;
 
 /** One line on what a backend means for a person reading the probe. */
@@ -46,18 +58,21 @@ export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
 type Parsed =
   | { readonly kind: "run"; readonly json: boolean }
   | { readonly kind: "idle"; readonly json: boolean; readonly gpu: number; readonly seconds: number }
+  | { readonly kind: "watch"; readonly gpu: number | null }
   | { readonly kind: "help" }
   | { readonly kind: "bad"; readonly message: string };
 
 export function parseArgs(args: readonly string[]): Parsed {
   let json = false;
   let idle = false;
+  let watch = false;
   let gpu: number | null = null;
   let seconds: number | null = null;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
     if (arg === "--json") json = true;
     else if (arg === "--idle") idle = true;
+    else if (arg === "--watch") watch = true;
     else if (arg === "-h" || arg === "--help") return { kind: "help" };
     else if (arg === "--gpu" || arg === "--seconds") {
       const raw = args[++i];
@@ -78,8 +93,13 @@ export function parseArgs(args: readonly string[]): Parsed {
       else seconds = value;
     } else return { kind: "bad", message: `giul-probe: unknown argument ${JSON.stringify(arg)}` };
   }
+  if (idle && watch) return { kind: "bad", message: "giul-probe: --idle and --watch are two different runs" };
+  if (watch) {
+    if (seconds !== null) return { kind: "bad", message: "giul-probe: --seconds goes with --idle" };
+    return { kind: "watch", gpu };
+  }
   if (!idle && (gpu !== null || seconds !== null)) {
-    return { kind: "bad", message: "giul-probe: --gpu and --seconds go with --idle" };
+    return { kind: "bad", message: "giul-probe: --gpu and --seconds go with --idle or --watch" };
   }
   return idle ? { kind: "idle", json, gpu: gpu ?? 0, seconds: seconds ?? 30 } : { kind: "run", json };
 }
@@ -120,6 +140,74 @@ async function idle(parsed: Extract<Parsed, { kind: "idle" }>): Promise<number> 
   return 0;
 }
 
+/** One card watched: its track's readings, and the first reading of the watch. */
+interface Watched {
+  readonly gpu: number;
+  readonly backend: BackendName;
+  readonly track: Track;
+  first: { readonly mj: number; readonly generation: number } | null;
+}
+
+/** --watch: a line a second per card until SIGINT/SIGTERM; exit 0. */
+async function watch(gpu: number | null, forced: BackendName | null): Promise<number> {
+  const indices =
+    gpu !== null
+      ? [gpu]
+      : (await probeHost()).devices.map((d) => d.index).filter((i, k, all) => all.indexOf(i) === k);
+  if (indices.length === 0) {
+    process.stderr.write("giul-probe: no card to watch (see giul-probe without --watch for why)\n");
+    return 2;
+  }
+  const cards: Watched[] = [];
+  for (const index of indices) {
+    const selection = await select(
+      resolveNode({ name: `watch-${index}`, gpuIndex: index, idleW: 0 }),
+      forced,
+    );
+    if (selection.track === null || selection.track.readings === undefined) {
+      process.stdout.write(`GPU ${index}: cannot be watched: ${selection.reason ?? selection.backend}\n`);
+      continue;
+    }
+    selection.track.retain(100);
+    await selection.track.ready();
+    const s = selection.track.readings.latest();
+    const first = s === null ? null : { mj: s.cumulativeMj, generation: s.generation };
+    cards.push({ gpu: index, backend: selection.backend, track: selection.track, first });
+  }
+  if (cards.length === 0) return 2;
+  const t0 = process.hrtime.bigint();
+  return new Promise((done) => {
+    const tick = () => {
+      const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
+      for (const card of cards) {
+        const s = card.track.readings?.latest() ?? null;
+        if (s === null) {
+          process.stdout.write(`GPU ${card.gpu}  no reading yet (${card.backend})\n`);
+          continue;
+        }
+        if (card.first === null || card.first.generation !== s.generation) {
+          card.first = { mj: s.cumulativeMj, generation: s.generation };
+        }
+        const power = Number.isFinite(s.powerMw) ? `${(s.powerMw / 1000).toFixed(1)} W` : "power unreadable";
+        const energy = Number.isFinite(s.cumulativeMj)
+          ? `${((s.cumulativeMj - card.first.mj) / 1000).toFixed(1)} J`
+          : "energy unreadable";
+        process.stdout.write(
+          `GPU ${card.gpu}  ${power}  ${energy} since start (${elapsed.toFixed(0)} s, ${card.backend})\n`,
+        );
+      }
+    };
+    const timer = setInterval(tick, 1000);
+    const stop = () => {
+      clearInterval(timer);
+      for (const card of cards) card.track.release();
+      done(0);
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+}
+
 const yesNo = (value: boolean): string => (value ? "yes" : "no");
 
 function rows(pairs: ReadonlyArray<readonly [string, string]>, indent = ""): string[] {
@@ -145,8 +233,24 @@ function smiPowerText(probe: HostReport["smiPower"]): string {
   return ` (${cards.join("; ")})`;
 }
 
-/** The report as text for a person. */
-export function formatHuman(report: HostReport): string {
+/** The backend line of a card: what a Meter would use, or what GIUL_BACKEND forces and whether it can. */
+function backendLine(device: HostDevice, smiFound: boolean, forced: BackendName | null): string {
+  if (forced === null) return `${device.backend}: ${BACKEND_MEANING[device.backend]}`;
+  const caps = {
+    nvml: device.reason === null,
+    energyCounter: device.energyCounter,
+    nvmlPower: device.instantPower || device.powerUsage,
+    smi: smiFound,
+  };
+  const card = { isLocal: true, gpuIndex: device.index, powerEndpoint: null, timeoutMs: 0 };
+  const serves = forced === "none" || (descriptorOf(forced)?.canServe(card, caps) ?? false);
+  return serves
+    ? `${forced} (forced by GIUL_BACKEND; without it: ${device.backend}): ${BACKEND_MEANING[forced]}`
+    : `${forced} is forced by GIUL_BACKEND but cannot serve this card: a Meter on it refuses to open (BACKEND_UNAVAILABLE); without it: ${device.backend}`;
+}
+
+/** The report as text for a person (`forced`: GIUL_BACKEND's backend, or null). */
+export function formatHuman(report: HostReport, forced: BackendName | null = null): string {
   const { addon, nvml, smi, devices } = report;
   const lines: string[] = [];
   lines.push(
@@ -171,9 +275,32 @@ export function formatHuman(report: HostReport): string {
       : addon.loaded
         ? (nvml.reason ?? "NVML is unavailable")
         : "NVML cannot be reached without the giul addon (see above)";
-    lines.push(`No NVIDIA GPU found: ${reason}`);
-    if (smi.path !== null) lines.push(`(nvidia-smi was found at ${smi.path}; a Meter may use it.)`);
-    return `${lines.join("\n")}\n`;
+    const smiCards = report.smiPower?.ok ? report.smiPower.devices : [];
+    if (smiCards.length === 0) {
+      lines.push(`No NVIDIA GPU found: ${reason}`);
+      if (smi.path !== null)
+        lines.push(`(nvidia-smi was found at ${smi.path} but lists no card it can read.)`);
+      return `${lines.join("\n")}\n`;
+    }
+    lines.push(`Cards seen only through nvidia-smi (NVML: ${reason}):`, "");
+    for (const card of smiCards) {
+      lines.push(`GPU ${card.index}`);
+      const power =
+        card.watts === null
+          ? `unreadable (${card.reason ?? "no number"})`
+          : `${card.watts.toFixed(1)} W (${card.power === "instant" ? "power.draw.instant" : "power.draw, a 1 s average on recent cards"})`;
+      lines.push(
+        ...rows(
+          [
+            ["power now", power],
+            ["backend", `smi_sampler: ${BACKEND_MEANING.smi_sampler}`],
+          ],
+          "  ",
+        ),
+        "",
+      );
+    }
+    return `${lines.join("\n")}`;
   }
   for (const device of devices) {
     lines.push(`GPU ${device.index}  ${device.name ?? "(name unknown)"}`);
@@ -182,7 +309,13 @@ export function formatHuman(report: HostReport): string {
       ["memory", memory(device)],
       ["energy counter", yesNo(device.energyCounter)],
       ["instantaneous power", yesNo(device.instantPower)],
-      ["backend", `${device.backend}: ${BACKEND_MEANING[device.backend]}`],
+      [
+        "power now",
+        device.powerW === null
+          ? "unreadable"
+          : `${device.powerW.toFixed(1)} W${device.instantPower ? " (instantaneous)" : " (nvmlDeviceGetPowerUsage: a 1 s average on recent cards)"}`,
+      ],
+      ["backend", backendLine(device, smi.path !== null, forced)],
     ];
     if (device.reason !== null) pairs.push(["unreadable", device.reason]);
     lines.push(...rows(pairs, "  "), "");
@@ -190,8 +323,8 @@ export function formatHuman(report: HostReport): string {
   return `${lines.join("\n")}`;
 }
 
-/** The report as the one JSON object `--json` prints. */
-export function formatJson(report: HostReport): string {
+/** The report as the one JSON object `--json` prints (with GIUL_BACKEND's forced backend, or null). */
+export function formatJson(report: HostReport & { readonly forcedBackend?: BackendName | null }): string {
   return `${JSON.stringify(report, null, 2)}\n`;
 }
 
@@ -205,9 +338,26 @@ export async function main(args: readonly string[]): Promise<number> {
     process.stderr.write(`${parsed.message}\n\n${USAGE}`);
     return 2;
   }
+  let forced: BackendName | null;
+  try {
+    // GIUL_BACKEND is checked as a Meter checks it: an unknown name is refused, not ignored.
+    forced = forcedBackend();
+  } catch (error) {
+    process.stderr.write(`giul-probe: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 2;
+  }
   if (parsed.kind === "idle") return idle(parsed);
+  if (parsed.kind === "watch") return watch(parsed.gpu, forced);
   const report = await probeHost();
-  process.stdout.write(parsed.json ? formatJson(report) : formatHuman(report));
+  if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced }));
+  else {
+    if (forced !== null) {
+      process.stdout.write(
+        `GIUL_BACKEND=${forced}: a Meter on this host uses ${forced} wherever it can serve the card, and refuses to open where it cannot (BACKEND_UNAVAILABLE).\n\n`,
+      );
+    }
+    process.stdout.write(formatHuman(report, forced));
+  }
   return 0;
 }
 

@@ -42,6 +42,8 @@ export interface HostDevice {
   readonly instantPower: boolean;
   /** nvmlDeviceGetPowerUsage answers (a trailing average on recent cards). */
   readonly powerUsage: boolean;
+  /** Power when probed (W): instantaneous where the card offers it, else its trailing average; null when unreadable. */
+  readonly powerW: number | null;
   /** The backend a local Meter on this card would use. */
   readonly backend: BackendName;
   /** Why the card could not be read, or null. */
@@ -73,6 +75,7 @@ function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiSta
       energyCounter: false,
       instantPower: false,
       powerUsage: false,
+      powerW: null,
       backend,
       reason: info.reason,
     };
@@ -86,6 +89,7 @@ function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiSta
     energyCounter: info.energyCounter,
     instantPower: info.instantPower,
     powerUsage: info.powerUsage,
+    powerW: info.powerW,
     backend,
     reason: null,
   };
