@@ -111,6 +111,17 @@ interface Outcome {
   readonly stages: readonly (SpanOutcome & { readonly name: string; readonly tokens: number | null })[];
 }
 
+declare global {
+  interface SymbolConstructor {
+    /**
+     * `await using` support (Meter[Symbol.asyncDispose]). Declared here as @types/node and
+     * TypeScript's esnext.disposable library declare it, so that giul's types check in a project
+     * that has neither.
+     */
+    readonly asyncDispose: unique symbol;
+  }
+}
+
 const asyncDispose: typeof Symbol.asyncDispose =
   Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
 
