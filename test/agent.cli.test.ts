@@ -71,3 +71,35 @@ describe.runIf(ready)("giul-agent CLI", () => {
     expect(r.code).toBe(0);
   });
 });
+
+describe.runIf(ready && existsSync(join(ROOT, "build", "test-doubles", "bin", "nvidia-smi")))(
+  "giul-agent stops on SIGTERM within 500 ms on every backend",
+  () => {
+    for (const backend of ["nvml_counter", "smi_sampler"] as const) {
+      it(backend, async () => {
+        const env = {
+          ...process.env,
+          ...sc.env(),
+          GIUL_DISABLE_ADDON: backend === "smi_sampler" ? "1" : "",
+          GIUL_NVIDIA_SMI: join(ROOT, "build", "test-doubles", "bin", "nvidia-smi"),
+        };
+        const proc = spawn(process.execPath, [CLI, "--port", "0"], { env });
+        const listening = await new Promise<string>((resolve) => {
+          let out = "";
+          proc.stdout.on("data", (c: Buffer) => {
+            out += c.toString();
+            if (/listening on/.test(out)) resolve(out);
+          });
+        });
+        expect(listening).toContain(`via ${backend}`);
+        await new Promise((r) => setTimeout(r, 300)); // its sampler (or nvidia-smi child) running
+        const t0 = performance.now();
+        proc.kill("SIGTERM");
+        const code = await new Promise((r) => proc.once("exit", r));
+        const ms = performance.now() - t0;
+        expect(code).toBe(0);
+        expect(ms).toBeLessThan(500);
+      });
+    }
+  },
+);

@@ -157,7 +157,13 @@ describe.runIf(ready)("giul-agent", () => {
     expect(p.watts).toBeCloseTo(40, 1);
     expect(p.gpu).toBe(1);
     expect((await get("/power?gpu=5")).status).toBe(404);
-    expect((await get("/power?gpu=abc")).status).toBe(404);
+    // A malformed parameter is a bad request that names it, not "no such card".
+    const bad = await get("/power?gpu=abc");
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.text).error).toMatch(/^gpu: expected a card index \(0\.\.1023\), got "abc"$/);
+    const unknown = await get("/energy?card=1");
+    expect(unknown.status).toBe(400);
+    expect(JSON.parse(unknown.text).error).toMatch(/"card": unknown parameter/);
   });
 
   it("hands out cumulative readings whose difference is the card's energy between them", async () => {

@@ -130,7 +130,6 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
   const pick = (url: URL): DeviceMonitor | null => {
     const raw = url.searchParams.get("gpu");
     if (raw === null) return monitors[0] ?? null;
-    if (!/^\d{1,4}$/.test(raw)) return null;
     return monitors.find((m) => m.gpu === Number(raw)) ?? null;
   };
 
@@ -160,6 +159,20 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
         monitors.map(async (m) => ({ gpu: m.gpu, backend: m.backend, ...(await m.metrics()) })),
       );
       send(res, 200, "text/plain; version=0.0.4; charset=utf-8", formatMetrics(gpusNow, version));
+      return;
+    }
+    const raw = url.searchParams.get("gpu");
+    if (raw !== null && !/^\d{1,4}$/.test(raw)) {
+      sendError(res, 400, `gpu: expected a card index (0..1023), got ${JSON.stringify(raw.slice(0, 40))}`);
+      return;
+    }
+    const unknownParam = [...url.searchParams.keys()].find((k) => k !== "gpu");
+    if (unknownParam !== undefined) {
+      sendError(
+        res,
+        400,
+        `${JSON.stringify(unknownParam.slice(0, 40))}: unknown parameter; this agent takes ?gpu=N`,
+      );
       return;
     }
     const monitor = pick(url);
