@@ -87,9 +87,22 @@ describe.runIf(ready)("examples", () => {
     }
   });
 
+  it("measure-idle.mjs prints the idle draw and a Node to paste", () => {
+    const r = run("measure-idle.mjs", ["0", "1"]);
+    expect(r.status, r.stderr).toBe(0);
+    // The card draws a steady 260 W here.
+    expect(r.stdout).toMatch(/^GPU 0: median 260\.0 W \(p5 260\.0, p95 260\.0\)\n/);
+    expect(r.stdout).toMatch(/const node = \{ name: "my-node", gpuIndex: 0, idleW: 260\.0 \};/);
+  });
+
   it("the README shows each example exactly as it is in examples/", () => {
     const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-    for (const file of ["quick-start.mjs", "concurrent-http.mjs", "express-middleware.mjs"]) {
+    for (const file of [
+      "quick-start.mjs",
+      "concurrent-http.mjs",
+      "express-middleware.mjs",
+      "measure-idle.mjs",
+    ]) {
       const source = readFileSync(join(ROOT, "examples", file), "utf8");
       expect(readme.includes(`\`\`\`js\n${source}\`\`\``), `README.md shows examples/${file} verbatim`).toBe(
         true,
