@@ -98,7 +98,8 @@ function main() {
     }
     console.log("giul: building the addon and the test doubles with cmake-js");
     const failed = build(tools.cmakeJs, []);
-    if (failed !== null) console.warn(`giul: the build failed (${failed}); fix it and run \`npm run build:native\``);
+    if (failed !== null)
+      console.warn(`giul: the build failed (${failed}); fix it and run \`npm run build:native\``);
     return;
   }
 

@@ -5,7 +5,7 @@
  * - The tarball holds exactly what a consumer runs or builds from, within a size budget, with both
  *   prebuilds; its manifest asks a consumer to run no script but `install`.
  * - Each prebuild needs glibc ≤ 2.28 and no libstdc++ of the machine it lands on (readelf).
- * - Installed on linux-x64: nothing is compiled, the addon loads from prebuilds/ and meters a window
+ * - Installed on this machine (linux-x64 here; the release workflow also runs it on arm64): nothing is compiled, the addon loads from prebuilds/ and meters a window
  *   against the NVML double; ESM import, CommonJS require and the types work.
  * - Where no prebuild matches (the prebuilds removed, as on a platform without one): the install
  *   still succeeds and says in one line what works, giul-probe gives the same advice, and following
@@ -62,6 +62,9 @@ const check = createRequire(import.meta.url)("../scripts/check-prebuilds.cjs") a
   inspect(file: string): PrebuildFacts;
   problems(facts: PrebuildFacts, target: string): string[];
 };
+
+/** This machine's prebuild folder. */
+const HOST = `${process.platform}-${process.arch}`;
 
 /** The most a tarball may weigh: packed (gzip) and unpacked, in bytes. */
 const BUDGET = { packed: 450_000, unpacked: 1_300_000 };
@@ -190,7 +193,7 @@ describe.runIf(built([ADDON], "the development addon"))("the prebuild check", ()
   });
 });
 
-describe("installed from the tarball on linux-x64", () => {
+describe(`installed from the tarball on ${HOST}`, () => {
   let project: string;
   let install: Ran;
   beforeAll(() => {
@@ -209,7 +212,7 @@ describe("installed from the tarball on linux-x64", () => {
     try {
       const report = probeJson(project, sc.env());
       expect(report.addon.loaded).toBe(true);
-      expect(report.addon.path).toBe(join(installed, "prebuilds", "linux-x64", "giul.glibc.node"));
+      expect(report.addon.path).toBe(join(installed, "prebuilds", HOST, "giul.glibc.node"));
       expect(report.nvml.available).toBe(true);
       expect(report.devices.map((d) => [d.name, d.backend])).toEqual([
         ["Packed A", "nvml_counter"],
@@ -322,7 +325,7 @@ describe("where no prebuild matches (the prebuilds removed, as on a platform wit
     expect(ran.status, `${ran.stdout}\n${ran.stderr}`).toBe(0);
     const lines = `${ran.stdout}${ran.stderr}`.split("\n").filter((l) => l.startsWith("giul:"));
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toContain("no prebuilt addon for linux-x64");
+    expect(lines[0]).toContain(`no prebuilt addon for ${HOST}`);
     expect(lines[0]).toContain("pure-TS paths");
     expect(lines[0]).toMatch(/missing: cmake, make or ninja, a C\+\+20 compiler, cmake-js, node-addon-api/);
     expect(lines[0]).toContain(`install cmake, make or ninja, a C++20 compiler, then run ${ADVICE}`);
