@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against a packed tarball instead of this checkout's own build:
-#   bash scripts/test-tarball.sh giul-x.y.z.tgz
+#   bash scripts/test-tarball.sh giul-x.y.z.tgz [vitest arguments, e.g. test files]
 # The tarball's dist/ replaces dist/, and its prebuild for this machine (prebuilds/linux-<arch>)
 # replaces build/Release/giul.node, so every suite that loads the addon loads the shipped binary;
 # the artifact suites (package.test.ts, arm64.qemu.test.ts) test the tarball itself
@@ -43,4 +43,4 @@ placed=1
 
 echo "test-tarball: node $(node --version) $arch, dist/ and the addon from $(basename "$tarball")"
 # GIUL_TEST_NO_BUILD: the global setup must not rebuild what came from the tarball.
-GIUL_TEST_NO_BUILD=1 GIUL_TEST_TARBALL="$tarball" CI="${CI:-true}" npm test
+GIUL_TEST_NO_BUILD=1 GIUL_TEST_TARBALL="$tarball" CI="${CI:-true}" npm test -- "${@:2}"
