@@ -132,7 +132,7 @@ function distStale(): boolean {
 }
 
 /**
- * Bundles into a staging folder beside dist/ (same depth, so the source maps' relative paths hold)
+ * Bundles into a staging folder beside dist/ (same depth as dist/)
  * and swaps it in. tsup's `clean` would otherwise leave dist/ empty for the whole build, and
  * another vitest run in this checkout that is using dist/ at that moment fails with "Cannot find
  * module dist/index.js" (seen with several people testing in one checkout).
