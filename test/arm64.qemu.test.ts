@@ -14,14 +14,14 @@
  * skipping it (test/fakes/paths.ts built()).
  */
 import { spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   cleanEnv,
   consumer,
+  consumerWorkDir,
   meterWindow,
   ok,
   packedTarball,
@@ -76,7 +76,7 @@ function withWrapper(): string {
 describe.runIf(ready)("linux-arm64, emulated by qemu-user", () => {
   beforeAll(async () => {
     tarball = await packedTarball();
-    work = mkdtempSync(join(tmpdir(), "giul-arm64-"));
+    work = consumerWorkDir("giul-arm64-");
 
     // The NVML double for arm64, built by CMakeLists.txt with the prebuild's toolchain.
     const doubles = join(ROOT, "build", "arm64-doubles");

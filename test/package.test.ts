@@ -19,7 +19,6 @@ import { spawnSync } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -27,12 +26,12 @@ import {
   writeFileSync,
 } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   cleanEnv,
   consumer,
+  consumerWorkDir,
   meterWindow,
   ok,
   packedTarball,
@@ -75,7 +74,7 @@ let unpacked: string;
 
 beforeAll(async () => {
   tarball = await packedTarball();
-  work = mkdtempSync(join(tmpdir(), "giul-package-"));
+  work = consumerWorkDir("giul-package-");
   unpacked = join(work, "unpacked");
   mkdirSync(unpacked);
   ok(sh("tar", ["xzf", tarball, "-C", unpacked]), "tar");

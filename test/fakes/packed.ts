@@ -15,6 +15,7 @@ import {
   cpSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   renameSync,
   rmdirSync,
@@ -23,7 +24,8 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { join, resolve } from "node:path";
+import { homedir, tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import { expect } from "vitest";
 import { ROOT } from "./paths.js";
 import { writeScenario } from "./scenario.js";
@@ -80,6 +82,24 @@ export function sh(command: string, args: readonly string[], options: SpawnSyncO
 export function ok(ran: Ran, what: string): Ran {
   if (ran.status !== 0) throw new Error(`${what} exited ${ran.status}\n${ran.stdout}\n${ran.stderr}`);
   return ran;
+}
+
+/**
+ * A fresh temporary folder for consumer projects, under a base with no node_modules on the way up:
+ * Node resolves a package from every ancestor's node_modules, so a stray /tmp/node_modules (seen
+ * on a shared machine) would hand a consumer cmake-js it never installed. Tries the system's
+ * temporary folder, then /var/tmp, then the home folder.
+ */
+export function consumerWorkDir(prefix: string): string {
+  const clean = (dir: string): boolean => {
+    for (let at = resolve(dir); ; at = dirname(at)) {
+      if (existsSync(join(at, "node_modules"))) return false;
+      if (dirname(at) === at) return true;
+    }
+  };
+  const base = [tmpdir(), "/var/tmp", homedir()].find((dir) => existsSync(dir) && clean(dir));
+  if (base === undefined) throw new Error("no temporary folder without a node_modules above it");
+  return mkdtempSync(join(base, prefix));
 }
 
 /** A fresh consumer project (a package.json and nothing else) at `dir`. */
