@@ -18,7 +18,6 @@ import {
   mkdtempSync,
   readdirSync,
   renameSync,
-  rmdirSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -27,6 +26,7 @@ import {
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { expect } from "vitest";
+import { withLock } from "./lock.js";
 import { ROOT } from "./paths.js";
 import { writeScenario } from "./scenario.js";
 
@@ -135,31 +135,6 @@ function newest(path: string): number {
 
 const PACKED = join(ROOT, "build", "packed");
 
-async function withLock<T>(fn: () => T): Promise<T> {
-  const lock = `${PACKED}.lock`;
-  mkdirSync(join(ROOT, "build"), { recursive: true });
-  const deadline = Date.now() + SLOW;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      try {
-        if (Date.now() - statSync(lock).mtimeMs > SLOW) rmdirSync(lock);
-      } catch {
-        // gone already
-      }
-      if (Date.now() > deadline) throw new Error(`${lock} is held; remove it if no test is packing`);
-      await new Promise((done) => setTimeout(done, 500));
-    }
-  }
-  try {
-    return fn();
-  } finally {
-    rmdirSync(lock);
-  }
-}
-
 /** The staging copy the tarball was packed from (its dist/ and prebuilds/ are the tarball's). */
 const STAGE = join(PACKED, "stage");
 
@@ -196,7 +171,7 @@ export async function packedTarball(): Promise<string> {
   const given = process.env.GIUL_TEST_TARBALL;
   if (given !== undefined && given !== "") return resolve(given);
   mkdirSync(PACKED, { recursive: true });
-  return withLock(pack);
+  return withLock(`${PACKED}.lock`, SLOW, pack);
 }
 
 export interface ProbeJson {
