@@ -17,6 +17,8 @@ export const FAST_SUITES = [
   "test/smi.clock.test.ts",
   "test/smi.parse.test.ts",
   "test/smi.probe.test.ts",
+  // The README's examples (about a second; they need dist/ and the NVML double).
+  "test/readme.test.ts",
   // Native units and the doubles they run against.
   "test/binding.test.ts",
   "test/fakes.nvml.test.ts",

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Checks the C and C++ sources against .clang-format (`--fix` rewrites them instead):
-// native/**/*.{cc,h} and test/fakes/**/*.{c,h}. CLANG_FORMAT names the binary to use.
+// native/**/*.{cc,h}, test/fakes/**/*.{c,h} and scripts/toolchain/**/*.{c,h}. CLANG_FORMAT names the
+// binary to use.
 "use strict";
 
 const { spawnSync } = require("node:child_process");
@@ -39,6 +40,7 @@ function findClangFormat() {
 const files = [
   ...walk(join(root, "native"), /\.(cc|h)$/, []),
   ...walk(join(root, "test", "fakes"), /\.(c|h)$/, []),
+  ...walk(join(root, "scripts", "toolchain"), /\.(c|h)$/, []),
 ].sort();
 
 if (files.length === 0) {

@@ -1,9 +1,14 @@
 #!/usr/bin/env node
-// npm "install" script. Never fails the install:
-//   1. an addon already built (build/Release/giul.node) or a prebuild that loads: nothing to do;
-//   2. a development checkout (cmake-js installed, cmake on PATH): build the addon and the test
-//      doubles with cmake-js;
-//   3. otherwise: say in one line that giul runs on its pure-TS paths, and exit 0.
+// npm "install" script. Never fails the install, and never builds what it does not need:
+//   1. installed as a dependency, with an addon that loads (the prebuild for this platform, or one
+//      an earlier install built): nothing to do, nothing compiled, nothing printed;
+//   2. a development checkout (src/ and test/ beside scripts/): builds the addon and the test
+//      doubles with cmake-js, unless they are built;
+//   3. otherwise, with a toolchain: builds the addon from source with cmake-js. A toolchain is cmake,
+//      make or ninja, and a C++ compiler on PATH, and cmake-js and node-addon-api where this package
+//      can resolve them (a consumer adds both: BUILD_FROM_SOURCE below);
+//   4. otherwise: one line saying that giul runs on its pure-TS paths, what is missing, and the
+//      command that builds the addon (the same advice giul-probe gives, src/binding.ts).
 // GIUL_SKIP_INSTALL_BUILD=1 skips all of it.
 "use strict";
 
@@ -12,8 +17,13 @@ const { accessSync, constants, existsSync, statSync } = require("node:fs");
 const { delimiter, isAbsolute, join, resolve } = require("node:path");
 
 const root = resolve(__dirname, "..");
+const target = `${process.platform}-${process.arch}`;
+
+/** Keep in step with src/binding.ts, whose advice giul-probe prints. */
+const BUILD_FROM_SOURCE = "`npm install --save-dev cmake-js@8 node-addon-api@8 && npm rebuild giul`";
 
 function onPath(name) {
+  if (isAbsolute(name)) return existsSync(name) ? name : null;
   for (const dir of (process.env.PATH || "").split(delimiter)) {
     if (dir === "" || !isAbsolute(dir)) continue;
     const candidate = join(dir, name);
@@ -29,48 +39,89 @@ function onPath(name) {
   return null;
 }
 
-function prebuildLoads() {
+/** null when an addon loads, else why not (first line). */
+function addonProblem() {
   try {
     require("node-gyp-build")(root);
-    return true;
-  } catch {
-    return false;
+    return null;
+  } catch (error) {
+    const text = error instanceof Error ? error.message : String(error);
+    return text.split("\n")[0];
   }
 }
 
-function cmakeJsBin() {
+function resolves(name) {
   try {
-    return join(
-      resolve(require.resolve("cmake-js/package.json", { paths: [root] }), ".."),
-      "bin",
-      "cmake-js",
-    );
+    return require.resolve(`${name}/package.json`, { paths: [root] });
   } catch {
     return null;
   }
 }
 
+/** What a source build needs, and which of it is missing. */
+function toolchain() {
+  const missing = [];
+  if (onPath("cmake") === null) missing.push("cmake");
+  if (onPath("ninja") === null && onPath("make") === null) missing.push("make or ninja");
+  const compilers = [process.env.CXX, "c++", "g++", "clang++"].filter(Boolean);
+  if (!compilers.some((name) => onPath(name) !== null)) missing.push("a C++20 compiler");
+  const system = missing.length;
+  const cmakeJs = resolves("cmake-js");
+  if (cmakeJs === null) missing.push("cmake-js");
+  if (resolves("node-addon-api") === null) missing.push("node-addon-api");
+  return {
+    missing,
+    system: missing.slice(0, system),
+    cmakeJs: cmakeJs === null ? null : join(resolve(cmakeJs, ".."), "bin", "cmake-js"),
+  };
+}
+
+function build(cmakeJs, args) {
+  const result = spawnSync(process.execPath, [cmakeJs, "compile", "--out", "build", ...args], {
+    cwd: root,
+    stdio: "inherit",
+  });
+  return result.status === 0 ? null : result.error ? result.error.message : `exit ${result.status}`;
+}
+
+const FALLBACK = "giul runs on its pure-TS paths (nvidia-smi, remote giul-agent)";
+
 function main() {
   if (process.env.GIUL_SKIP_INSTALL_BUILD === "1") return;
-  if (existsSync(join(root, "build", "Release", "giul.node"))) return;
-  if (prebuildLoads()) return;
-  const cmakeJs = cmakeJsBin();
-  if (cmakeJs !== null && onPath("cmake") !== null) {
+  const checkout = existsSync(join(root, "src")) && existsSync(join(root, "test"));
+  if (checkout) {
+    if (existsSync(join(root, "build", "Release", "giul.node"))) return;
+    const tools = toolchain();
+    if (tools.missing.length > 0 || tools.cmakeJs === null) {
+      console.log(`giul: cannot build the addon and the test doubles (missing: ${tools.missing.join(", ")})`);
+      return;
+    }
     console.log("giul: building the addon and the test doubles with cmake-js");
-    const result = spawnSync(process.execPath, [cmakeJs, "compile", "--out", "build"], {
-      cwd: root,
-      stdio: "inherit",
-    });
-    if (result.status === 0) return;
+    const failed = build(tools.cmakeJs, []);
+    if (failed !== null)
+      console.warn(`giul: the build failed (${failed}); fix it and run \`npm run build:native\``);
+    return;
+  }
+
+  const problem = addonProblem();
+  if (problem === null) return;
+  const why = existsSync(join(root, "prebuilds", target))
+    ? `the prebuilt addon for ${target} does not load here (${problem})`
+    : `no prebuilt addon for ${target} (prebuilds: linux-x64, linux-arm64, glibc)`;
+  const tools = toolchain();
+  if (tools.missing.length === 0 && tools.cmakeJs !== null) {
+    console.log(`giul: ${why}; building it from source with cmake-js`);
+    const failed = build(tools.cmakeJs, ["--CDGIUL_BUILD_TEST_DOUBLES=OFF"]);
+    if (failed === null) return;
     console.warn(
-      `giul: building the addon failed (${result.error ? result.error.message : `exit ${result.status}`}); ` +
-        "giul will run on its pure-TS paths (nvidia-smi, remote agent). Fix the build and run `npm run build:native`.",
+      `giul: building the addon failed (${failed}); ${FALLBACK}. Fix the build and run \`npm rebuild giul\`.`,
     );
     return;
   }
+  const first = tools.system.length > 0 ? `install ${tools.system.join(", ")}, then run` : "run";
   console.log(
-    `giul: no prebuilt addon for ${process.platform}-${process.arch} and no toolchain to build one; ` +
-      "giul will run on its pure-TS paths (nvidia-smi, remote giul-agent).",
+    `giul: ${why}, and no toolchain to build one (missing: ${tools.missing.join(", ")}); ${FALLBACK}. ` +
+      `To build the addon, ${first} ${BUILD_FROM_SOURCE}.`,
   );
 }
 

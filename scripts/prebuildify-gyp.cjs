@@ -4,18 +4,21 @@
 // --release|--debug` in the package root, then takes the first *.node in build/Release (it moves
 // it into prebuilds/<platform>-<arch>/, and strips it with --strip).
 //
-// The addon is built with cmake-js in its own folder (build/prebuild, without the test doubles,
-// Node-API headers from the node-api-headers package, so no download), then copied to
-// build/Release/giul.node for prebuildify to take. A development build already there is kept
-// aside and put back by `postprebuild` (`<this> --restore`).
+// The addon is built with cmake-js in its own folder (build/prebuild-<arch>, without the test
+// doubles, Node-API headers from the node-api-headers package, so no download), with the toolchain
+// of the published prebuilds: scripts/toolchain/linux-<arch>.cmake, the host's GCC against a glibc
+// 2.17 sysroot (fetched from the npm registry by scripts/npm-tool.cjs), libstdc++ static
+// (GIUL_PORTABLE). It is then copied to build/Release/giul.node for prebuildify to take. A
+// development build already there is kept aside and put back by `<this> --restore`
+// (scripts/prebuild.cjs does, whatever happened).
 "use strict";
 
 const { spawnSync } = require("node:child_process");
 const { copyFileSync, existsSync, mkdirSync, renameSync } = require("node:fs");
 const { join, resolve } = require("node:path");
+const { toolPath } = require("./npm-tool.cjs");
 
 const root = resolve(__dirname, "..");
-const outDir = join(root, "build", "prebuild");
 const release = join(root, "build", "Release");
 const devAddon = join(release, "giul.node");
 const keptAside = join(root, "build", "giul.node.development");
@@ -38,15 +41,33 @@ function rebuild(args) {
     return hit === undefined ? undefined : hit.slice(name.length + 3);
   };
   const debug = args.includes("--debug");
-  const arch = option("arch");
+  const arch = option("arch") ?? process.arch;
+  if (arch !== "x64" && arch !== "arm64") fail(`no prebuild toolchain for linux-${arch}`);
+  const outDir = join(root, "build", `prebuild-${arch}`);
+  let sysroot;
+  try {
+    sysroot = toolPath(`sysroot-${arch}`);
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
   const cmakeJs = join(
     resolve(require.resolve("cmake-js/package.json", { paths: [root] }), ".."),
     "bin",
     "cmake-js",
   );
-  const cmakeArgs = [cmakeJs, "rebuild", "--out", outDir, "--CDGIUL_BUILD_TEST_DOUBLES=OFF"];
+  const cmakeArgs = [
+    cmakeJs,
+    "rebuild",
+    "--out",
+    outDir,
+    "--arch",
+    arch,
+    "--CDGIUL_BUILD_TEST_DOUBLES=OFF",
+    "--CDGIUL_PORTABLE=ON",
+    `--CDCMAKE_TOOLCHAIN_FILE=${join(root, "scripts", "toolchain", `linux-${arch}.cmake`)}`,
+    `--CDGIUL_SYSROOT=${sysroot}`,
+  ];
   if (debug) cmakeArgs.push("--debug");
-  if (arch !== undefined) cmakeArgs.push("--arch", arch);
   const result = spawnSync(process.execPath, cmakeArgs, { cwd: root, stdio: "inherit" });
   if (result.status !== 0)
     fail(`cmake-js exited with ${result.error ? result.error.message : result.status}`);

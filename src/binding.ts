@@ -34,7 +34,15 @@ const requireHere = createRequire(import.meta.url);
 
 const FALLBACK =
   "giul carries on without it: GPU energy then comes from nvidia-smi or a remote giul-agent where one is configured";
-const REBUILD = "Run `npm rebuild giul` to build it (needs cmake and a C++ compiler)";
+/** How to build the addon where none loads; scripts/install.cjs prints the same command. */
+const BUILD_FROM_SOURCE = "`npm install --save-dev cmake-js@8 node-addon-api@8 && npm rebuild giul`";
+
+/** The advice for a package installed as a dependency, or for a development checkout of it. */
+function rebuildAdvice(root: string = packageRoot()): string {
+  return existsSync(join(root, "src")) && existsSync(join(root, "test"))
+    ? "Run `npm run build:native` to build it"
+    : `To build it from source, with cmake and a C++20 compiler on PATH, run ${BUILD_FROM_SOURCE}`;
+}
 
 /**
  * The package root: the nearest directory above this file whose package.json names "giul"
@@ -91,14 +99,14 @@ function message(error: unknown): string {
   return text.split("\n")[0] ?? text;
 }
 
-function tryLoad(path: string, tried: readonly string[]): BindingLoad {
+function tryLoad(path: string, tried: readonly string[], root: string): BindingLoad {
   let loaded: unknown;
   try {
     loaded = requireHere(path);
   } catch (error) {
     return {
       ok: false,
-      reason: `The giul addon at ${path} failed to load (${message(error)}). ${REBUILD}; ${FALLBACK}.`,
+      reason: `The giul addon at ${path} failed to load (${message(error)}). ${rebuildAdvice(root)}; ${FALLBACK}.`,
       tried,
     };
   }
@@ -106,7 +114,7 @@ function tryLoad(path: string, tried: readonly string[]): BindingLoad {
   if (problem !== null) {
     return {
       ok: false,
-      reason: `${path} loaded but is not a giul addon of this version: ${problem}. ${REBUILD}; ${FALLBACK}.`,
+      reason: `${path} loaded but is not a giul addon of this version: ${problem}. ${rebuildAdvice(root)}; ${FALLBACK}.`,
       tried,
     };
   }
@@ -135,7 +143,7 @@ export function loadBindingFrom(env: LoaderEnv = {}): BindingLoad {
         tried: [path],
       };
     }
-    return tryLoad(path, [path]);
+    return tryLoad(path, [path], env.root ?? packageRoot());
   }
   const root = env.root ?? packageRoot();
   const tried = [
@@ -150,11 +158,11 @@ export function loadBindingFrom(env: LoaderEnv = {}): BindingLoad {
   } catch (error) {
     return {
       ok: false,
-      reason: `No giul addon was found for ${process.platform}-${process.arch} (looked in ${tried.join(", ")}: ${message(error)}). ${REBUILD}; ${FALLBACK}.`,
+      reason: `No giul addon was found for ${process.platform}-${process.arch} (looked in ${tried.join(", ")}: ${message(error)}). ${rebuildAdvice(root)}; ${FALLBACK}.`,
       tried,
     };
   }
-  return tryLoad(path, [path]);
+  return tryLoad(path, [path], root);
 }
 
 /** The process environment as the loader reads it. */

@@ -8,18 +8,10 @@
  * skip the addon / the doubles.
  */
 import { spawnSync } from "node:child_process";
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  renameSync,
-  rmdirSync,
-  rmSync,
-  statSync,
-  utimesSync,
-} from "node:fs";
+import { existsSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { withLock } from "./fakes/lock.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -67,32 +59,6 @@ function run(what: string, command: string, args: readonly string[]): boolean {
   return true;
 }
 
-/** Serialises builds between vitest runs started at the same time in this checkout. */
-async function withLock<T>(fn: () => T): Promise<T> {
-  const lock = join(ROOT, "build", ".global-setup.lock");
-  mkdirSync(dirname(lock), { recursive: true });
-  const deadline = Date.now() + 10 * 60_000;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      try {
-        if (Date.now() - statSync(lock).mtimeMs > 10 * 60_000) rmdirSync(lock);
-      } catch {
-        // gone already
-      }
-      if (Date.now() > deadline) throw new Error(`global-setup: ${lock} is held; remove it if no build runs`);
-      await new Promise((done) => setTimeout(done, 500));
-    }
-  }
-  try {
-    return fn();
-  } finally {
-    rmdirSync(lock);
-  }
-}
-
 function nativeOutputs(): string[] {
   const outputs: string[] = [];
   if (process.env.GIUL_ADDON_PATH === undefined) outputs.push(join(ROOT, "build", "Release", "giul.node"));
@@ -132,7 +98,7 @@ function distStale(): boolean {
 }
 
 /**
- * Bundles into a staging folder beside dist/ (same depth, so the source maps' relative paths hold)
+ * Bundles into a staging folder beside dist/ (same depth as dist/)
  * and swaps it in. tsup's `clean` would otherwise leave dist/ empty for the whole build, and
  * another vitest run in this checkout that is using dist/ at that moment fails with "Cannot find
  * module dist/index.js" (seen with several people testing in one checkout).
@@ -161,7 +127,8 @@ export async function setup(): Promise<void> {
   const native = nativeStale(outputs);
   const dist = distStale();
   if (!native && !dist) return;
-  await withLock(() => {
+  // Serialises builds between vitest runs started at the same time in this checkout.
+  await withLock(join(ROOT, "build", ".global-setup.lock"), 10 * 60_000, () => {
     // Another run may have built while this one waited.
     if (nativeStale(outputs)) {
       const cmakeJs = join(ROOT, "node_modules", "cmake-js", "bin", "cmake-js");
