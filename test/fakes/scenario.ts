@@ -313,6 +313,68 @@ function energyMjAt(d: ResolvedDevice, t: number): number {
   return prim(d, t) - prim(d, 0);
 }
 
+/**
+ * One device's ground truth without a file: what the double answers at an instant (ns from t0),
+ * operation for operation as fake_nvml.c computes it. Tests and the accuracy harness
+ * (test/fakes/synthetic.ts) sample it at the instants a sampling thread would read the card.
+ */
+export class DeviceTruth {
+  private readonly d: ResolvedDevice;
+
+  constructor(spec: DeviceSpec = {}) {
+    this.d = resolve(spec);
+  }
+
+  /** Exact energy between two instants (ns from t0), J: the piecewise-linear power's integral. */
+  energyJ(fromRelNs: number, toRelNs: number): number {
+    return (energyMjAt(this.d, toRelNs / 1e6) - energyMjAt(this.d, fromRelNs / 1e6)) / 1000;
+  }
+
+  /** The true board power at an instant (ns from t0), W. */
+  powerW(relNs: number): number {
+    return powerAt(this.d, relNs / 1e6);
+  }
+
+  /** The counter (mJ) as the double answers it at an instant (ns from t0); null without one. */
+  counterMj(relNs: number): number | null {
+    const d = this.d;
+    if (!d.counter) return null;
+    const s = floorToMs(BigInt(Math.round(relNs)), d.counterStepMs);
+    let jumps = 0n;
+    for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
+    const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumps;
+    return Number(v < 0n ? 0n : v);
+  }
+
+  /** Field 186 (instantaneous power, held for power_update_ms) at an instant, mW; null without it. */
+  instantMw(relNs: number): number | null {
+    const d = this.d;
+    if (!d.instantField) return null;
+    return toMw(powerAt(d, floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs)));
+  }
+
+  /** nvmlDeviceGetPowerUsage at an instant, mW (averaged or instant by power_mode); null without it. */
+  powerUsageMw(relNs: number): number | null {
+    const d = this.d;
+    if (!d.powerSupported) return null;
+    const u = floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs);
+    const w = d.average
+      ? (energyMjAt(d, u) - energyMjAt(d, u - d.avgWindowMs)) / d.avgWindowMs
+      : powerAt(d, u);
+    return toMw(w);
+  }
+
+  /** The power the addon's sampler reads: field 186 where it answers, else GetPowerUsage (mW). */
+  sampledPowerMw(relNs: number): number | null {
+    return this.instantMw(relNs) ?? this.powerUsageMw(relNs);
+  }
+
+  /** The sampler reads averaged power only (no field 186, GetPowerUsage in average mode). */
+  get averagedOnly(): boolean {
+    return !this.d.instantField && this.d.average;
+  }
+}
+
 /** A written scenario: its file, its clock origin, and its ground truth. */
 export class Scenario {
   /** The scenario file (GIUL_FAKE_NVML_SCENARIO). */

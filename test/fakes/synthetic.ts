@@ -1,0 +1,137 @@
+/**
+ * A synthetic card for accuracy runs: the NVML double's answers (test/fakes/scenario.ts
+ * DeviceTruth, operation for operation as fake_nvml.c) read at the instants a sampling thread
+ * would read them, written into a JsRing and measured by a RingTrack — without real time, so that
+ * 10,000 windows take seconds. The tick schedule mirrors native/sampler.cc: a fixed period, the
+ * counter read first (its midpoint stamps the sample), then power.
+ */
+import { JsRing } from "../../src/backends/js-ring.js";
+import type { RingSource } from "../../src/backends/ring.js";
+import { RingTrack } from "../../src/backends/ring-track.js";
+import type { Edge } from "../../src/backends/track.js";
+import { ok } from "../../src/measurement.js";
+import { type DeviceSpec, DeviceTruth } from "./scenario.js";
+
+/** How the sampling thread reads the card. */
+export interface SamplerModel {
+  /** Period (ms; default 10). */
+  readonly periodMs?: number;
+  /**
+   * Offsets of the ticks inside their period: "none" (every tick on the period's grid, as before),
+   * or "golden" (tick k is late by frac(k × 0.618…) of a period, as native/sampler.cc does now).
+   */
+  readonly dither?: "none" | "golden";
+  /** Largest scheduling latency added to a tick (µs; default 200), pseudo-random. */
+  readonly latencyUs?: number;
+  /** Duration of each NVML call (µs; default 30). */
+  readonly readUs?: number;
+}
+
+const GOLDEN = 0.6180339887498949;
+const EPOCH = 1_000_000_000n;
+
+/** A deterministic pseudo-random number in [0, 1) for integer n (splitmix-like). */
+export function hash01(n: number, salt = 0): number {
+  let x = (Math.imul(n ^ (salt * 0x9e3779b9), 0x85ebca6b) ^ (n >>> 13)) >>> 0;
+  x = Math.imul(x ^ (x >>> 16), 0xc2b2ae35) >>> 0;
+  x = (x ^ (x >>> 15)) >>> 0;
+  return x / 4294967296;
+}
+
+export class SyntheticCard {
+  readonly truth: DeviceTruth;
+  readonly ring: JsRing;
+  readonly track: RingTrack;
+  private readonly periodNs: number;
+  private readonly dither: boolean;
+  private readonly latencyNs: number;
+  private readonly readNs: number;
+  /** Next tick to write. */
+  private k = 0;
+  /** Stamp of the newest sample written (ns from t0). */
+  private lastT = Number.NEGATIVE_INFINITY;
+  private now = EPOCH;
+
+  constructor(device: DeviceSpec, sampler: SamplerModel = {}) {
+    this.truth = new DeviceTruth(device);
+    this.periodNs = (sampler.periodMs ?? 10) * 1e6;
+    this.dither = (sampler.dither ?? "none") === "golden";
+    this.latencyNs = (sampler.latencyUs ?? 200) * 1e3;
+    this.readNs = (sampler.readUs ?? 30) * 1e3;
+    this.ring = new JsRing({ epochNs: EPOCH, periodNs: this.periodNs, capacity: 16384 });
+    const counter = device.counter ?? true;
+    const source: RingSource = {
+      column: counter ? "energy" : "integral",
+      averagedPower: this.truth.averagedOnly,
+      open: () => ok(this.ring),
+      setPeriod: () => {},
+      close: () => {},
+      describeError: (code) => `error ${code}`,
+    };
+    this.track = new RingTrack(counter ? "nvml_counter" : "nvml_sampler", source, () => this.now);
+    this.track.retain(this.periodNs / 1e6);
+  }
+
+  /** When tick k starts (ns from t0). */
+  private tickStart(k: number): number {
+    const grid = k * this.periodNs;
+    const dither = this.dither ? ((k * GOLDEN) % 1) * this.periodNs : 0;
+    return grid + dither + hash01(k, 1) * this.latencyNs;
+  }
+
+  /** When tick k has written its sample (ns from t0). */
+  private tickEnd(k: number): number {
+    return this.tickStart(k) + 2 * this.readNs;
+  }
+
+  /** Writes every sample written by `relNs` (ns from t0). */
+  advanceTo(relNs: number): void {
+    while (this.tickEnd(this.k) <= relNs) this.writeTick(this.k++);
+    this.now = EPOCH + BigInt(Math.round(relNs));
+  }
+
+  /** Writes the next sample, whenever it comes. */
+  advanceOne(): void {
+    const end = this.tickEnd(this.k);
+    this.writeTick(this.k++);
+    const endNs = EPOCH + BigInt(Math.round(end));
+    if (endNs > this.now) this.now = endNs;
+  }
+
+  /** Stamp (ns from t0) of the newest sample written: an edge before it can be evaluated. */
+  lastSampleT(): number {
+    return this.lastT;
+  }
+
+  /** ns from t0 at which the next sample will have been written. */
+  nextSampleAt(): number {
+    return this.tickEnd(this.k);
+  }
+
+  private writeTick(k: number): void {
+    const start = this.tickStart(k);
+    const r = this.readNs;
+    this.lastT = start + r / 2;
+    // Each value belongs to some instant inside its call.
+    const counter = this.truth.counterMj(start + hash01(k, 2) * r);
+    const power = this.truth.sampledPowerMw(start + r + hash01(k, 3) * r);
+    this.ring.push(
+      EPOCH + BigInt(Math.round(start + r / 2)),
+      counter ?? Number.NaN,
+      power ?? Number.NaN,
+      0,
+      r,
+    );
+  }
+
+  /** Takes an edge at `relNs` (ns from t0), after writing every sample written by then. */
+  edgeAt(relNs: number): Edge {
+    this.advanceTo(relNs);
+    return this.track.edge();
+  }
+
+  /** ns from t0 of an edge. */
+  rel(edge: Edge): number {
+    return Number(edge.tNs - EPOCH);
+  }
+}
