@@ -154,6 +154,13 @@ export interface RingLayout {
    * answered, else the whole tick). The value belongs to some instant in that interval.
    */
   readonly sReadNs: number;
+  /**
+   * Sample slot: CLOCK_MONOTONIC ns minus epochNs at the midpoint of the power read (NaN when power
+   * was not read on this tick). The power read follows the counter read in the same tick.
+   */
+  readonly sPowerT: number;
+  /** Sample slot: duration (ns) of the power read: its value belongs to some instant in it. */
+  readonly sPowerReadNs: number;
 }
 
 /** Bits of the sFlags slot. */

@@ -102,6 +102,8 @@ Napi::Object Layout(Napi::Env env) {
   set("sError", RingLayout::kError);
   set("sFaults", RingLayout::kFaults);
   set("sReadNs", RingLayout::kReadNs);
+  set("sPowerT", RingLayout::kPowerT);
+  set("sPowerReadNs", RingLayout::kPowerReadNs);
   return Freeze(env, out);
 }
 

@@ -10,9 +10,9 @@
 namespace giul {
 
 struct RingLayout {
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
   static constexpr size_t kHeaderSlots = 16;
-  static constexpr size_t kSampleSlots = 8;
+  static constexpr size_t kSampleSlots = 10;
   static constexpr size_t kCapacity = 16384;
 
   // Header slots (slot 0 holds the seqlock generation and the layout version).
@@ -34,6 +34,8 @@ struct RingLayout {
   static constexpr size_t kError = 5;
   static constexpr size_t kFaults = 6;
   static constexpr size_t kReadNs = 7;
+  static constexpr size_t kPowerT = 8;
+  static constexpr size_t kPowerReadNs = 9;
 
   // hState values.
   static constexpr double kStarting = 0;

@@ -15,6 +15,18 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 /// A counter that rises faster than this is faulty (mJ per ns = 5 kW).
 constexpr double kMaxMjPerNs = 5000.0 * 1000.0 / 1e9;
 
+/// How late a tick runs after its place on the period's grid: frac(k × φ⁻¹) of a period, so that
+/// over many ticks the reads fall at every offset from the card's own update instants (the energy
+/// counter's cadence can then be locked onto from the changes the reads see; see
+/// src/backends/cadence.ts). Consecutive ticks are 0.618 or 1.618 periods apart; the mean period is
+/// unchanged.
+std::chrono::nanoseconds Dither(uint64_t tick, std::chrono::nanoseconds period) {
+  constexpr double kGoldenFraction = 0.6180339887498949;
+  double fraction = std::fmod(static_cast<double>(tick) * kGoldenFraction, 1.0);
+  return std::chrono::nanoseconds(
+      static_cast<int64_t>(fraction * static_cast<double>(period.count())));
+}
+
 void NameThisThread(unsigned int index) {
   std::string name = "giul-gpu" + std::to_string(index);
   name.resize(std::min<size_t>(name.size(), 15));  // the kernel keeps 15 bytes
@@ -116,7 +128,7 @@ void Sampler::Run() {
     bool stopping = false;
     for (;;) {
       auto deadline = scheduled + PeriodLocked();
-      bool woken = wake_.wait_until(lock, deadline, [this] {
+      bool woken = wake_.wait_until(lock, deadline + Dither(head_, PeriodLocked()), [this] {
         return stop_.load(std::memory_order_acquire) || period_changed_;
       });
       if (!woken) {
@@ -133,8 +145,8 @@ void Sampler::Run() {
       break;
     }
     auto now = Clock::now();
-    if (now - scheduled > PeriodLocked()) {
-      scheduled = now;  // fell behind by more than a period (slow NVML): skip, never burst
+    if (now - scheduled > 2 * PeriodLocked()) {
+      scheduled = now;  // fell behind by more than the dither allows (slow NVML): skip, never burst
     }
   }
   ring_->BeginWrite();
@@ -156,10 +168,12 @@ struct Sampler::TickReads {
   unsigned long long energy = 0;
   int64_t energy_started = 0;
   int64_t energy_finished = 0;
-  // The power reading gets its own stamp too, for the integral.
+  // The power reading gets its own stamp too, for the integral and for placing energy inside the
+  // counter's steps.
   bool power_ok = false;
   double power_mw = kNaN;
   int64_t power_read_t = 0;
+  int64_t power_read_ns = 0;
 
   /// Keeps the first failure of the tick.
   void NoteError(nvml::Return r) {
@@ -244,7 +258,9 @@ bool Sampler::ReadInstantPower(TickReads& reads) {
   field.scopeId = 0;
   int64_t before = MonotonicNs();
   nvml::Return r = library_->get_field_values(device_, 1, &field);
-  reads.power_read_t = before + (MonotonicNs() - before) / 2;
+  const int64_t after = MonotonicNs();
+  reads.power_read_t = before + (after - before) / 2;
+  reads.power_read_ns = after - before;
   if (r == nvml::kSuccess) {
     r = field.nvmlReturn;
   }
@@ -273,7 +289,9 @@ void Sampler::ReadPowerUsage(TickReads& reads) {
   unsigned int power = 0;
   int64_t before = MonotonicNs();
   nvml::Return r = library_->get_power_usage(device_, &power);
-  reads.power_read_t = before + (MonotonicNs() - before) / 2;
+  const int64_t after = MonotonicNs();
+  reads.power_read_t = before + (after - before) / 2;
+  reads.power_read_ns = after - before;
   if (r == nvml::kSuccess) {
     reads.power_mw = power;
     reads.power_ok = true;
@@ -375,6 +393,9 @@ void Sampler::Publish(const TickReads& reads, int64_t t, bool failed) {
   sample[RingLayout::kError] = reads.error;
   sample[RingLayout::kFaults] = faults_;
   sample[RingLayout::kReadNs] = static_cast<double>(reads.ReadNs());
+  sample[RingLayout::kPowerT] =
+      reads.power_ok ? static_cast<double>(reads.power_read_t - epoch_ns_) : kNaN;
+  sample[RingLayout::kPowerReadNs] = static_cast<double>(reads.power_read_ns);
   ++head_;
   ring_->header(RingLayout::kHead) = static_cast<double>(head_);
   // Before the seqlock closes: whoever sees this head in the ring sees it here too.

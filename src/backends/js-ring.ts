@@ -1,7 +1,7 @@
 import { FLAG, type Sample, type SampleRing } from "./ring.js";
 import { MAX_PLAUSIBLE_MW } from "./uncertainty.js";
 
-const SLOTS = 8;
+const SLOTS = 10;
 
 /**
  * A ring written from JavaScript (the nvidia-smi sampler, a polled agent, tests), with the same
@@ -46,9 +46,18 @@ export class JsRing implements SampleRing {
   /**
    * Appends a reading taken at `tNs` (CLOCK_MONOTONIC). `energyMj`/`powerMw` are NaN when that read
    * failed or is not offered; `error` is the failure's code; `readNs` how long the read took (its
-   * value belongs to some instant in it).
+   * value belongs to some instant in it). The power read may carry its own stamp (`powerTNs`, the
+   * middle of its call) and duration; without one it is taken at `tNs`.
    */
-  push(tNs: bigint, energyMj: number, powerMw: number, error = 0, readNs = 0): void {
+  push(
+    tNs: bigint,
+    energyMj: number,
+    powerMw: number,
+    error = 0,
+    readNs = 0,
+    powerTNs: bigint | null = null,
+    powerReadNs = 0,
+  ): void {
     if (Number.isNaN(energyMj) && Number.isNaN(powerMw)) {
       if (!this.inGap) {
         this.inGap = true;
@@ -56,9 +65,9 @@ export class JsRing implements SampleRing {
       }
     } else if (this.inGap) {
       this.inGap = false;
-      this.write(tNs, Number.NaN, Number.NaN, this.gapError, 0);
+      this.write(tNs, Number.NaN, Number.NaN, this.gapError, 0, null, 0);
     }
-    this.write(tNs, energyMj, powerMw, error, readNs);
+    this.write(tNs, energyMj, powerMw, error, readNs, powerTNs, powerReadNs);
   }
 
   /** Failed reads have been pushed since the last good one: the next good reading ends a gap. */
@@ -66,8 +75,17 @@ export class JsRing implements SampleRing {
     return this.inGap;
   }
 
-  private write(tNs: bigint, energyMj: number, powerMw: number, error: number, readNs: number): void {
+  private write(
+    tNs: bigint,
+    energyMj: number,
+    powerMw: number,
+    error: number,
+    readNs: number,
+    powerTNs: bigint | null,
+    powerReadNs: number,
+  ): void {
     const t = Number(tNs - this.epochNs);
+    const powerT = powerTNs === null ? t : Number(powerTNs - this.epochNs);
     let flags = 0;
     let fault = false;
     if (!Number.isNaN(energyMj)) {
@@ -98,9 +116,9 @@ export class JsRing implements SampleRing {
     if (!Number.isNaN(powerMw)) {
       flags |= FLAG.POWER_OK;
       if (!Number.isNaN(this.lastPower))
-        this.integral += ((this.lastPower + powerMw) / 2) * ((t - this.lastPowerT) / 1e9);
+        this.integral += ((this.lastPower + powerMw) / 2) * ((powerT - this.lastPowerT) / 1e9);
       this.lastPower = powerMw;
-      this.lastPowerT = t;
+      this.lastPowerT = powerT;
       this.everPower = true;
     } else if (this.everPower) {
       flags |= FLAG.READ_FAILED;
@@ -119,6 +137,8 @@ export class JsRing implements SampleRing {
     d[base + 5] = error;
     d[base + 6] = this.faults;
     d[base + 7] = readNs;
+    d[base + 8] = powerT;
+    d[base + 9] = powerReadNs;
     this.written += 1;
   }
 
@@ -147,6 +167,8 @@ export class JsRing implements SampleRing {
     out.error = d[base + 5] as number;
     out.faults = d[base + 6] as number;
     out.readNs = d[base + 7] as number;
+    out.powerT = d[base + 8] as number;
+    out.powerReadNs = d[base + 9] as number;
     return true;
   }
 

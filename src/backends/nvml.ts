@@ -80,6 +80,8 @@ export class NativeRing implements SampleRing {
       out.error = f[base + L.sError] ?? 0;
       out.faults = f[base + L.sFaults] ?? 0;
       out.readNs = f[base + L.sReadNs] ?? 0;
+      out.powerT = f[base + L.sPowerT] ?? Number.NaN;
+      out.powerReadNs = f[base + L.sPowerReadNs] ?? 0;
       if (recheck(this.u32, g)) return true;
     }
     return false;

@@ -93,6 +93,8 @@ export class RingTrack implements Track, TrackReadings {
     error: 0,
     faults: 0,
     readNs: 0,
+    powerT: 0,
+    powerReadNs: 0,
   };
   private readonly scratch2: Sample = { ...this.scratch };
 

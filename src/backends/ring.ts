@@ -18,6 +18,10 @@ export interface Sample {
   faults: number;
   /** Duration of the read stamped by t (ns): its value belongs to some instant in it. */
   readNs: number;
+  /** The power read's own stamp (ns relative to the epoch, the middle of its call); NaN: as t. */
+  powerT: number;
+  /** Duration of the power read (ns): its value belongs to some instant in it. */
+  powerReadNs: number;
 }
 
 /** Bits of Sample.flags (the same values as the addon's `flags`). */

@@ -121,6 +121,8 @@ export class SyntheticCard {
       power ?? Number.NaN,
       0,
       r,
+      EPOCH + BigInt(Math.round(start + 1.5 * r)),
+      r,
     );
   }
 
