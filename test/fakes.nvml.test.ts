@@ -212,6 +212,21 @@ describe.skipIf(!ready)("fake libnvidia-ml.so.1", () => {
     expect(distinct.size).toBeGreaterThan(1);
   });
 
+  it("with counter_jitter_ms the counter's updates come late by the same pseudo-random amounts as scenario.ts says", () => {
+    const sc = scenario({ devices: [{ power: 200, counterStepMs: 50, counterJitterMs: 20 }] });
+    const rs = read(sc, ["energy"], { n: 60, intervalMs: 4 }).filter((r) => r.op === "energy");
+    let late = 0;
+    for (const r of rs) {
+      const v = BigInt(String(r.value));
+      // the value at some instant of the call, by the TypeScript twin of the C arithmetic
+      expect(v >= (sc.counterMj(0, t(r)) ?? -1n) && v <= (sc.counterMj(0, t1(r)) ?? -1n)).toBe(true);
+      // still the previous step's value although a multiple of 50 ms has passed: a late update
+      const bucket = (t(r) - sc.t0Ns) / 50_000_000n;
+      if (bucket === (t1(r) - sc.t0Ns) / 50_000_000n && v < 1_000_000n + bucket * 10_000n) late++;
+    }
+    expect(late).toBeGreaterThan(0);
+  });
+
   it("counter jumps shift the counter but not the ground-truth energy", () => {
     const sc = scenario({ devices: [{ power: 100, counterJumps: [{ tMs: -1000, deltaMj: -400_000 }] }] });
     const r = one(read(sc, ["energy"]), "energy");

@@ -77,6 +77,11 @@ export interface DeviceSpec {
   readonly counter?: boolean;
   /** The counter changes only at multiples of this (ms from t0; default 10; 0: continuous). */
   readonly counterStepMs?: number;
+  /**
+   * Each update of the counter comes late by a pseudo-random share of this (ms; default 0, an
+   * exactly regular cadence; must stay below counterStepMs): an irregular cadence.
+   */
+  readonly counterJitterMs?: number;
   /** Counter value at t0, mJ (default 1 000 000). */
   readonly energyOffsetMj?: number | bigint;
   /** What nvmlDeviceGetPowerUsage returns (default "average", as on Ampere+ cards). */
@@ -141,6 +146,7 @@ interface ResolvedDevice {
   readonly cum: readonly number[];
   readonly counter: boolean;
   readonly counterStepMs: number;
+  readonly counterJitterMs: number;
   readonly energyOffsetMj: bigint;
   readonly average: boolean;
   readonly avgWindowMs: number;
@@ -187,6 +193,7 @@ function resolve(d: DeviceSpec): ResolvedDevice {
     cum,
     counter: d.counter ?? true,
     counterStepMs: d.counterStepMs ?? 10,
+    counterJitterMs: d.counterJitterMs ?? 0,
     energyOffsetMj: BigInt(d.energyOffsetMj ?? 1_000_000),
     average: (d.powerMode ?? "average") === "average",
     avgWindowMs: d.avgWindowMs ?? 1000,
@@ -223,6 +230,7 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     if (d.uuid !== undefined) keys.push(`uuid=${quoteValue("uuid", d.uuid)}`);
     flag("counter", d.counter);
     n("counter_step_ms", d.counterStepMs);
+    n("counter_jitter_ms", d.counterJitterMs);
     if (d.energyOffsetMj !== undefined) keys.push(`energy_offset_mj=${BigInt(d.energyOffsetMj)}`);
     if (d.powerMode !== undefined) keys.push(`power_mode=${d.powerMode}`);
     n("avg_window_ms", d.avgWindowMs);
@@ -270,6 +278,31 @@ function floorToMs(relNs: bigint, stepMs: number): number {
   const stepNs = BigInt(Math.round(stepMs * 1e6));
   if (stepNs <= 0n) return Number(relNs) / 1e6;
   return Number(floorDiv(relNs, stepNs) * stepNs) / 1e6;
+}
+
+/** A pseudo-random number in [0, 1) for update j: jitter01 in fake_nvml.c, operation for operation. */
+export function jitter01(j: bigint): number {
+  let x = Math.imul(Number(BigInt.asUintN(32, j)), 2654435761) >>> 0;
+  x = (x ^ (x >>> 16)) >>> 0;
+  x = Math.imul(x, 0x85ebca6b) >>> 0;
+  x = (x ^ (x >>> 13)) >>> 0;
+  x = Math.imul(x, 0xc2b2ae35) >>> 0;
+  x = (x ^ (x >>> 16)) >>> 0;
+  return x / 4294967296;
+}
+
+/** The counter's last update at or before relNs, in ms (counter_update_ms in the C). */
+function counterUpdateMs(d: ResolvedDevice, relNs: bigint): number {
+  const stepNs = BigInt(Math.round(d.counterStepMs * 1e6));
+  const jitterNs = Math.round(d.counterJitterMs * 1e6);
+  if (stepNs <= 0n || jitterNs <= 0) return floorToMs(relNs, d.counterStepMs);
+  let j = floorDiv(relNs, stepNs);
+  let u = j * stepNs + BigInt(Math.round(jitter01(j) * jitterNs));
+  if (u > relNs) {
+    j -= 1n;
+    u = j * stepNs + BigInt(Math.round(jitter01(j) * jitterNs));
+  }
+  return Number(u) / 1e6;
 }
 
 /** Index of the last breakpoint at or before t, for pts[0].t <= t < pts[last].t. */
@@ -339,7 +372,7 @@ export class DeviceTruth {
   counterMj(relNs: number): number | null {
     const d = this.d;
     if (!d.counter) return null;
-    const s = floorToMs(BigInt(Math.round(relNs)), d.counterStepMs);
+    const s = counterUpdateMs(d, BigInt(Math.round(relNs)));
     let jumps = 0n;
     for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
     const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumps;
@@ -501,7 +534,7 @@ export class Scenario {
   counterMj(device: number, tNs: bigint): bigint | null {
     const d = this.device(device);
     if (!d.counter) return null;
-    const s = floorToMs(tNs - this.origin, d.counterStepMs);
+    const s = counterUpdateMs(d, tNs - this.origin);
     let jumps = 0n;
     for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
     const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumps;

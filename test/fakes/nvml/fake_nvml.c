@@ -149,6 +149,7 @@ typedef struct {
   char name[96], uuid[96];
   int counter;
   double counter_step_ms;
+  double counter_jitter_ms; /* each update late by a pseudo-random share of this */
   long long energy_offset_mj;
   int power_average; /* power_mode */
   double avg_window_ms;
@@ -215,6 +216,7 @@ static void device_defaults(device_t* d, int index) {
   snprintf(d->uuid, sizeof d->uuid, "GPU-00000000-0000-0000-0000-%012d", index);
   d->counter = 1;
   d->counter_step_ms = 10;
+  d->counter_jitter_ms = 0;
   d->energy_offset_mj = 1000000;
   d->power_average = 1;
   d->avg_window_ms = 1000;
@@ -365,6 +367,8 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
     d->counter = x != 0;
   } else if (!strcmp(key, "counter_step_ms")) {
     d->counter_step_ms = x;
+  } else if (!strcmp(key, "counter_jitter_ms")) {
+    d->counter_jitter_ms = x;
   } else if (!strcmp(key, "energy_offset_mj")) {
     long long v;
     if (parse_int(val, &v))
@@ -676,8 +680,35 @@ static double prim(const device_t* d, double t) {
 /* Energy from t0 to t (ms), in mJ. */
 static double energy_mj(const device_t* d, double t) { return prim(d, t) - prim(d, 0); }
 
+/* A pseudo-random number in [0, 1) for update j (test/fakes/scenario.ts jitter01 computes the
+ * same). */
+static double jitter01(long long j) {
+  uint32_t x = (uint32_t)j * 2654435761u;
+  x ^= x >> 16;
+  x *= 0x85ebca6bu;
+  x ^= x >> 13;
+  x *= 0xc2b2ae35u;
+  x ^= x >> 16;
+  return (double)x / 4294967296.0;
+}
+
+/* The counter's last update at or before rel_ns, in ms: multiples of the step from t0, each late
+   by jitter01(j) × counter_jitter_ms when that is set (an irregular cadence). */
+static double counter_update_ms(const device_t* d, long long rel_ns) {
+  long long step_ns = llround(d->counter_step_ms * 1e6);
+  long long jitter_ns = llround(d->counter_jitter_ms * 1e6);
+  if (step_ns <= 0 || jitter_ns <= 0) return floor_to_ms(rel_ns, d->counter_step_ms);
+  long long j = floor_div(rel_ns, step_ns);
+  long long u = j * step_ns + llround(jitter01(j) * (double)jitter_ns);
+  if (u > rel_ns) {
+    j -= 1;
+    u = j * step_ns + llround(jitter01(j) * (double)jitter_ns);
+  }
+  return (double)u / 1e6;
+}
+
 __attribute__((unused)) static unsigned long long counter_mj(const device_t* d, long long rel_ns) {
-  double s = floor_to_ms(rel_ns, d->counter_step_ms);
+  double s = counter_update_ms(d, rel_ns);
   long long jumps = 0;
   for (int i = 0; i < d->njumps; i++)
     if (d->jumps[i].t_ms <= s) jumps += d->jumps[i].delta_mj;
