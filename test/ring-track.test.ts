@@ -40,6 +40,8 @@ function card(options: {
   periodS?: number;
   stepS?: number;
   capacity?: number;
+  /** Power is a 1 s average (no fusion: the counter alone bounds the edges). */
+  averaged?: boolean;
 }): Card {
   const epoch = 1_000_000_000n;
   const periodS = options.periodS ?? 0.01;
@@ -49,7 +51,7 @@ function card(options: {
   const toNs = (s: number) => epoch + BigInt(Math.round(s * 1e9));
   const source: RingSource = {
     column: options.column,
-    averagedPower: false,
+    averagedPower: options.averaged ?? false,
     open: () => ok(ring),
     setPeriod: () => {},
     close: () => {},
@@ -107,37 +109,62 @@ describe("RingTrack over the energy counter", () => {
     expect(total.maxGapMs).toBeLessThan(15);
   });
 
-  it("interpolates each edge between the samples that bracket it", async () => {
-    // Slow sampling (100 ms), fine counter (1 ms): taking the nearest sample instead of
-    // interpolating would be off by tens of joules; interpolation is exact while power is steady.
+  it("places each edge exactly once the counter has shown it updates at every read", async () => {
+    // Slow sampling (100 ms), fine counter (1 ms): the counter changes at every read. Once it has
+    // done so for long enough (and the changes agree with the power read beside them), each read's
+    // value is taken as of the read itself: steady power then puts each edge within a joule, where
+    // the read interval alone would leave it ±20 J.
     const c = card({ column: "energy", periodS: 0.1, stepS: 0.001 });
     c.track.retain(100);
-    c.sampleUntil(0.2);
-    c.setNow(0.2537);
+    c.sampleUntil(8.2);
+    c.setNow(8.2537);
     const open = c.track.edge();
-    c.setNow(0.9461);
+    c.setNow(8.9461);
     const close = c.track.edge();
-    c.sampleUntil(1.1);
+    c.sampleUntil(9.1);
     await c.track.settle([open, close]);
     const span = c.track.span(open, close);
     expect(span.ok).toBe(true);
     if (!span.ok) return;
-    expect(Math.abs(span.grossJoules - truthJ(0.2537, 0.9461))).toBeLessThan(0.5);
+    const err = Math.abs(span.grossJoules - truthJ(8.2537, 8.9461));
+    expect(err).toBeLessThanOrEqual(span.uncertaintyJoules);
+    expect(span.uncertaintyJoules).toBeLessThan(1);
   });
 
-  it("refuses a window shorter than the counter's update step instead of reporting 0", async () => {
-    const c = card({ column: "energy", stepS: 0.1 });
+  it("refuses a window shorter than the counter's update step when power cannot place it", async () => {
+    // Averaged power only: nothing says where inside a step the energy went.
+    const c = card({ column: "energy", stepS: 0.1, averaged: true });
     c.track.retain(10);
     c.sampleUntil(0.6);
     c.setNow(0.6101);
     const open = c.track.edge();
     c.setNow(0.6302);
     const close = c.track.edge();
-    c.sampleUntil(0.7);
+    c.sampleUntil(0.8);
     await c.track.settle([open, close]);
     const span = c.track.span(open, close);
     expect(span.ok).toBe(false);
     if (!span.ok) expect(span.reason).toMatch(/shorter than the energy counter's update step/);
+  });
+
+  it("measures a window shorter than the counter's update step from the power read beside it", async () => {
+    // 100 ms counter, 20 ms window in steady power: the counter fixes each step's total, power
+    // places the edges inside it.
+    const c = card({ column: "energy", stepS: 0.1 });
+    c.track.retain(10);
+    c.sampleUntil(1.9);
+    c.setNow(1.9101);
+    const open = c.track.edge();
+    c.setNow(1.9302);
+    const close = c.track.edge();
+    c.sampleUntil(2.1);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(true);
+    if (!span.ok) return;
+    const truth = truthJ(1.9101, 1.9302);
+    expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
+    expect(span.uncertaintyJoules).toBeLessThan(truth * 0.1);
   });
 
   it("fails a window in which the counter went backwards (driver reload)", async () => {

@@ -1,15 +1,14 @@
 import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import { COUNTER_ONLY, CounterFusion } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
 import { FLAG, type RingSource, type Sample, type SampleRing } from "./ring.js";
+import { type EdgeContext, fail as failEdge, PENDING, RESOLVED, RingEdge, resolveEdge } from "./ring-edge.js";
 import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
 import {
+  AVERAGED_POWER_CAVEAT,
   averagingErrMj,
-  COUNTER_READ_QUANTUM_MJ,
-  counterEdgeErrMj,
-  counterLagMj,
   counterStep,
-  edgePower,
-  interpolationErr,
+  fusedSpan,
   msRounded,
   tooShortForCounter,
   trapezoidErrMj,
@@ -17,52 +16,11 @@ import {
 
 /**
  * The window arithmetic shared by every sampling backend (the native thread's ring, the
- * nvidia-smi sampler's, a polled agent's): edges interpolated between the samples that bracket
- * them, spans as the difference of a cumulative quantity, quality and faults over the samples in
- * between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
+ * nvidia-smi sampler's, a polled agent's): edges evaluated from the samples around them
+ * (./ring-edge.ts: the energy counter fused with power, ./fusion.ts, or an integral of power
+ * interpolated), spans as the difference of a cumulative quantity, quality and faults over the
+ * samples in between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
  */
-
-const PENDING = 0;
-const RESOLVED = 1;
-const FAILED = 2;
-
-class RingEdge implements Edge {
-  readonly tNs: bigint;
-  /** ns relative to the ring's epoch. */
-  readonly t: number;
-  /** ring.head() when taken: the first sample that can lie after the edge is hint - 1. */
-  readonly hint: number;
-  readonly ring: SampleRing;
-  state = PENDING;
-  reason: string | null = null;
-  kA = 0;
-  kB = 0;
-  vA = 0;
-  vB = 0;
-  value = 0;
-  powerMw = 0;
-  /** Longest read among the two bracketing samples (ns). */
-  readNs = 0;
-  /** Mean power between the two bracketing samples (mW): the slope of the column there. */
-  slopeMw = 0;
-  /** Cumulative faults at the samples before and after the edge. */
-  faultsA = 0;
-  faultsB = 0;
-  deadline: number;
-
-  constructor(tNs: bigint, ring: SampleRing, deadline: number, hint = ring.head()) {
-    this.tNs = tNs;
-    this.ring = ring;
-    this.t = Number(tNs - ring.epochNs);
-    this.hint = hint;
-    this.deadline = deadline;
-  }
-
-  /** Largest error the interpolation can make: the edge's true value lies between vA and vB (mJ). */
-  interpErrMj(): number {
-    return interpolationErr(this.vA, this.value, this.vB);
-  }
-}
 
 interface Waiter {
   edges: readonly RingEdge[];
@@ -101,6 +59,8 @@ export class RingTrack implements Track, TrackReadings {
   private readonly clock: () => bigint;
   /** The event log of the running ring, with edges over that ring (see sharedLog). */
   private shared: (SharedLog & { readonly ring: SampleRing }) | null = null;
+  /** The fused counter reading of each ring (see fusionOf). */
+  private readonly fusions = new WeakMap<SampleRing, CounterFusion>();
   /** Counts the rings opened, so that readings from two runs of the sampler are never subtracted. */
   private generation = 0;
 
@@ -194,6 +154,20 @@ export class RingTrack implements Track, TrackReadings {
     return e;
   }
 
+  /**
+   * Evaluates what the samples present now allow, at once: true when none of `edges` is still
+   * waiting for a sample. (settle() waits for the rest; this never waits.)
+   */
+  settled(edges: readonly Edge[]): boolean {
+    let all = true;
+    for (const edge of edges) {
+      if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
+      this.resolve(edge);
+      if (edge.state === PENDING) all = false;
+    }
+    return all;
+  }
+
   settle(edges: readonly Edge[]): Promise<void> {
     let pending: RingEdge[] | null = null;
     for (const edge of edges) {
@@ -223,10 +197,12 @@ export class RingTrack implements Track, TrackReadings {
     const ring = from.ring;
     const s = this.scratch;
     const seconds = (to.t - from.t) / 1e9;
+    const energy = this.source.column === "energy";
 
-    const step = counterStep(ring.counterStepNs(), ring.periodNs());
-    const grossMj = to.value - from.value;
-    if (this.source.column === "energy") {
+    // Without power to place energy inside the counter's steps, a window shorter than a step is
+    // 0 or one step, not its energy.
+    if (energy && (from.basis === COUNTER_ONLY || to.basis === COUNTER_ONLY)) {
+      const step = counterStep(ring.counterStepNs(), ring.periodNs());
       const tooShort = tooShortForCounter(to.t - from.t, step, msRounded);
       if (tooShort !== null) return { ok: false, reason: tooShort };
     }
@@ -245,7 +221,7 @@ export class RingTrack implements Track, TrackReadings {
       if (!Number.isNaN(prevT)) {
         const dt = s.t - prevT;
         if (dt > maxGap) maxGap = dt;
-        if (this.source.column === "integral") trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
+        if (!energy) trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
       }
       prevT = s.t;
       prevP = s.powerMw;
@@ -253,12 +229,16 @@ export class RingTrack implements Track, TrackReadings {
       if (s.powerMw > pMax) pMax = s.powerMw;
     }
     const samples = Math.max(0, to.kA - from.kB + 1);
-    let uncertaintyMj = from.interpErrMj() + to.interpErrMj();
+    let grossMj = to.value - from.value;
+    let uncertaintyMj = from.errMj + to.errMj;
     let caveat: string | null = null;
-    if (this.source.column === "energy") {
-      const meanMw = Math.max(0, grossMj) / Math.max(seconds, 1e-9);
-      const edgeMw = edgePower(meanMw, from.powerMw, to.powerMw);
-      uncertaintyMj += counterEdgeErrMj(edgeMw, step.boundNs, from.readNs, to.readNs);
+    if (energy) {
+      // The edges' difference, and where the power readings bound the span on their own (short
+      // spans), the tighter of the two.
+      const fused = fusedSpan(grossMj, uncertaintyMj, this.fusionOf(ring)?.between(from.t, to.t) ?? null);
+      grossMj = fused.valueMj;
+      uncertaintyMj = fused.errMj;
+      if (this.source.averagedPower) caveat = AVERAGED_POWER_CAVEAT;
     } else {
       uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
@@ -309,25 +289,16 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   /**
-   * How far the column's value at a settled edge can be from the truth (for the per-card ledger):
-   * the interpolation between the samples around it and the whole-mJ read, either way; and for the
-   * counter, how much it can lag (its value is as of its last update, up to one step before the
-   * read, at the power around the edge).
+   * How far the column's value at a settled edge can be from the truth (for the per-card ledger),
+   * either way: the fused reading's bound on a counter (./fusion.ts), the interpolation between
+   * the samples around it on an integral. Nothing is one-sided: a fused value does not lag.
    */
   edgeError(edge: Edge): EdgeError {
     if (!(edge instanceof RingEdge)) {
       return { ok: false, reason: this.openReason ?? "the sampler was not running at the edge" };
     }
     if (edge.state !== RESOLVED) return { ok: false, reason: edge.reason ?? "not settled" };
-    if (this.source.column !== "energy")
-      return { ok: true, errJoules: edge.interpErrMj() / 1000, lagJoules: 0 };
-    const ring = edge.ring;
-    const step = counterStep(ring.counterStepNs(), ring.periodNs());
-    return {
-      ok: true,
-      errJoules: (edge.interpErrMj() + COUNTER_READ_QUANTUM_MJ) / 1000,
-      lagJoules: counterLagMj(edgePower(edge.slopeMw, edge.powerMw, null), step.boundNs, edge.readNs) / 1000,
-    };
+    return { ok: true, errJoules: edge.errMj / 1000, lagJoules: 0 };
   }
 
   /** The checks every pair of edges passes before it is measured: settled, one run, no fault. */
@@ -451,65 +422,26 @@ export class RingTrack implements Track, TrackReadings {
 
   /** Tries to evaluate a pending edge from the samples present now. */
   private resolve(e: RingEdge): void {
-    const ring = e.ring;
-    const head = ring.head();
-    const oldest = Math.max(0, head - ring.capacity);
-    const s = this.scratch;
-    let k = Math.max(e.hint - 1, oldest);
-    if (e.hint - 1 < oldest && e.hint > 0) {
-      this.fail(e, "the window outlived the sampler's history");
-      return;
-    }
-    for (; k < head; k++) {
-      if (!ring.read(k, s)) continue;
-      if (s.t > e.t) break;
-    }
-    if (k >= head) {
-      const failure = ring.failure();
-      if (failure !== null) this.fail(e, failure);
-      return; // still pending
-    }
-    if (k === 0) {
-      this.fail(e, "the edge came before the sampler's first sample");
-      return;
-    }
-    const column = this.source.column;
-    const tB = s.t;
-    const vB = column === "energy" ? s.energyMj : s.integralMj;
-    const errB = s.error;
-    const pB = s.powerMw;
-    const readB = s.readNs;
-    const faultsB = s.faults;
-    if (!ring.read(k - 1, s)) {
-      this.fail(e, "the window outlived the sampler's history");
-      return;
-    }
-    const vA = column === "energy" ? s.energyMj : s.integralMj;
-    if (Number.isNaN(vA) || Number.isNaN(vB)) {
-      const code = Number.isNaN(vB) ? errB : s.error;
-      this.fail(
-        e,
-        `no ${column === "energy" ? "energy counter" : "power"} reading at the edge: ${this.source.describeError(code)}`,
-      );
-      return;
-    }
-    e.kA = k - 1;
-    e.kB = k;
-    e.faultsA = s.faults;
-    e.faultsB = faultsB;
-    e.vA = vA;
-    e.vB = vB;
-    e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
-    e.readNs = Math.max(readB, s.readNs);
-    const span = tB - s.t;
-    e.value = span > 0 ? vA + ((vB - vA) * (e.t - s.t)) / span : vB;
-    e.slopeMw = span > 0 ? ((vB - vA) / span) * 1e9 : 0;
-    e.state = RESOLVED;
+    resolveEdge(e, this.edgeContext(e.ring), this.scratch);
   }
 
-  private fail(e: RingEdge, reason: string): void {
-    e.state = FAILED;
-    e.reason = reason;
+  /** The fused reading of a ring's counter (one per ring, so per run of the sampler). */
+  private fusionOf(ring: SampleRing): CounterFusion | null {
+    if (this.source.column !== "energy") return null;
+    let fusion = this.fusions.get(ring);
+    if (fusion === undefined) {
+      fusion = new CounterFusion(ring, this.source.averagedPower ? "averaged" : "instant");
+      this.fusions.set(ring, fusion);
+    }
+    return fusion;
+  }
+
+  private edgeContext(ring: SampleRing): EdgeContext {
+    return {
+      column: this.source.column,
+      fusion: this.fusionOf(ring),
+      describeError: (code) => this.source.describeError(code),
+    };
   }
 
   private maxWaitMs(): number {
@@ -550,10 +482,7 @@ export class RingTrack implements Track, TrackReadings {
           this.resolve(e);
           if (e.state === PENDING) {
             if (now >= e.deadline) {
-              this.fail(
-                e,
-                `no sample came after the edge within ${this.maxWaitMs()} ms: the sampler stalled`,
-              );
+              failEdge(e, `no sample came after the edge within ${this.maxWaitMs()} ms: the sampler stalled`);
             } else pending = true;
           }
         }

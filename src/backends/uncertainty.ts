@@ -1,8 +1,10 @@
 /**
  * What was observed, turned into bounds: how far a span's energy can be from the truth, and which
  * readings are not power at all. One module for every backend: RingTrack (the native ring, the
- * nvidia-smi sampler's, a polled agent's) and the remote track's exact readings call it, so that a
- * counter's step, an edge's staleness or a trapezoid is bounded the same way wherever it is read.
+ * nvidia-smi sampler's, a polled agent's), the fused counter (./fusion.ts: an anchor's bound on an
+ * edge, a counter step's bound on the power sensor's gain) and the remote track's exact readings
+ * call it, so that a counter's step, an edge's staleness or a trapezoid is bounded the same way
+ * wherever it is read.
  *
  * Units are the rings': mW, mJ, ns.
  */
@@ -119,4 +121,73 @@ export function averagingErrMj(pMinMw: number, pMaxMw: number, seconds: number):
 
 function finiteOr0(x: number | null): number {
   return x !== null && Number.isFinite(x) ? x : 0;
+}
+
+/**
+ * The caveat of a counter whose card offers only averaged power: its edges are bounded by the
+ * counter's updates alone (no power to place energy inside a step).
+ */
+export const AVERAGED_POWER_CAVEAT =
+  "the card's power is a 1 s average (nvmlDeviceGetPowerUsage), too slow to place energy inside the " +
+  "energy counter's steps: the edges are bounded by the counter's updates alone";
+
+/**
+ * A span on a fused counter (mJ): the difference of its two edges (`diffMj` ± `errMj`), narrowed
+ * where the power readings bound the span on their own (`direct`, or null); the middle of what is
+ * left and its half-width. When the two disagree (they cannot both hold) the edges' bound stands.
+ */
+export function fusedSpan(
+  diffMj: number,
+  errMj: number,
+  direct: { readonly lo: number; readonly hi: number } | null,
+): { valueMj: number; errMj: number } {
+  if (direct === null) return { valueMj: diffMj, errMj };
+  const lo = Math.max(diffMj - errMj, direct.lo);
+  const hi = Math.min(diffMj + errMj, direct.hi);
+  if (!(lo <= hi)) return { valueMj: diffMj, errMj };
+  return { valueMj: (lo + hi) / 2, errMj: (hi - lo) / 2 };
+}
+
+/** One end of a sensor's energy between two instants (mJ): `end` "lo" the least, "hi" the most. */
+export type EnergyBound = (fromNs: number, toNs: number, end: "lo" | "hi") => number;
+
+/**
+ * What one anchor of a counter says of its cumulative energy at `t` (mJ): at an update instant
+ * somewhere in [lo, hi] the card's energy was `valueMj` (to the counter's read quantum), so at `t`
+ * it was that plus the energy from the instant to `t` (minus it, from `t` to the instant), which
+ * `energy` bounds in sensor units and [gainLo, gainHi] converts (power = gain × sensor). Either end
+ * may be infinite (nothing bounds the power there).
+ */
+export function anchorBound(
+  valueMj: number,
+  instant: { readonly lo: number; readonly hi: number },
+  t: number,
+  energy: EnergyBound,
+  gainLo: number,
+  gainHi: number,
+): { lo: number; hi: number } {
+  const q = COUNTER_READ_QUANTUM_MJ;
+  let lo =
+    instant.hi <= t
+      ? valueMj - q + gainLo * energy(instant.hi, t, "lo")
+      : valueMj - q - gainHi * energy(t, instant.hi, "hi");
+  let hi =
+    instant.lo <= t
+      ? valueMj + q + gainHi * energy(instant.lo, t, "hi")
+      : valueMj + q - gainLo * energy(t, instant.lo, "lo");
+  // 0 × ∞ (no gain bound over no time) bounds nothing.
+  if (Number.isNaN(lo)) lo = Number.NEGATIVE_INFINITY;
+  if (Number.isNaN(hi)) hi = Number.POSITIVE_INFINITY;
+  return { lo, hi };
+}
+
+/**
+ * The sensor gains a closed counter step allows (true power = gain × sensor): its difference
+ * `dvMj` (to a read quantum at each end) lies between the least energy the sensor allows inside
+ * the step (`innerMinMj`, from the latest first update to the earliest second one) and the most it
+ * allows over it (`outerMaxMj`).
+ */
+export function stepGain(dvMj: number, innerMinMj: number, outerMaxMj: number): [number, number] {
+  const q = 2 * COUNTER_READ_QUANTUM_MJ;
+  return [(dvMj - q) / outerMaxMj, innerMinMj > 0 ? (dvMj + q) / innerMinMj : Number.POSITIVE_INFINITY];
 }

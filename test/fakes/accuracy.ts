@@ -35,6 +35,11 @@ export interface Scored {
 export type WaitMode = "sample" | "counter";
 
 const MS = 1e6;
+/**
+ * The shortest burst or dip the traces hold (ms): longer than the sampler's longest interval
+ * between reads (1.618 periods of 10 ms), as the power bound assumes (see src/backends/power-model.ts).
+ */
+export const MIN_FEATURE_MS = 20;
 
 /** A constant power. */
 export function steady(watts: number): PowerPoint[] {
@@ -54,8 +59,10 @@ export function squareWave(lo: number, hi: number, halfMs: number, seconds: numb
 }
 
 /**
- * `base` W with bursts of `burstW` lasting `burstMs`, one per edge, placed at random inside the
- * counter step (`stepMs`) before the edge ("before"), after it ("after"), or either ("both").
+ * `base` W with bursts of `burstW` lasting `burstMs`, one per edge, in the counter step (`stepMs`)
+ * that holds the edge: ending at a random instant between the step's start and the edge (the part
+ * of the step a counter read at the edge has not counted yet: "before"), or starting at a random
+ * instant between the edge and the step's end ("after"), or either at random ("both").
  */
 export function burstsAtEdges(
   plans: readonly WindowPlan[],
@@ -65,9 +72,12 @@ export function burstsAtEdges(
     burstMs: number;
     stepMs: number;
     where: "before" | "after" | "both";
+    /** Shortest dip left between bursts (ms; default MIN_FEATURE_MS). */
+    minGapMs?: number;
   },
 ): PowerPoint[] {
   const { base, burstW, burstMs, stepMs, where } = options;
+  const minGap = options.minGapMs ?? MIN_FEATURE_MS;
   const bursts: [number, number][] = [];
   let n = 0;
   for (const p of plans) {
@@ -75,24 +85,29 @@ export function burstsAtEdges(
       const e = edge / MS;
       const side = where === "both" ? (hash01(n, 7) < 0.5 ? "before" : "after") : where;
       const stepStart = Math.floor(e / stepMs) * stepMs;
-      // A burst inside [stepStart, e] (before) or [e, stepStart + step] (after), as much as fits.
-      const room = side === "before" ? e - stepStart : stepStart + stepMs - e;
-      const len = Math.min(burstMs, room);
-      const slack = room - len;
-      const from = side === "before" ? stepStart + hash01(n, 8) * slack : e + hash01(n, 8) * slack;
-      if (len > 0.5) bursts.push([from, from + len]);
+      const r = hash01(n, 8);
+      if (side === "before") {
+        const end = stepStart + r * (e - stepStart);
+        bursts.push([Math.max(0, end - burstMs), end]);
+      } else {
+        const start = e + r * (stepStart + stepMs - e);
+        bursts.push([start, start + burstMs]);
+      }
       n++;
     }
   }
+  // Bursts closer than minGap merge: a dip shorter than a sampling interval (or than a sensor's
+  // refresh) is invisible to the power readings (only the counter's step sees it), and the bound
+  // does not claim to see it.
   bursts.sort((a, b) => a[0] - b[0]);
-  const pts: PowerPoint[] = [[0, base]];
-  let last = 0;
+  const merged: [number, number][] = [];
   for (const [a, b] of bursts) {
-    const from = Math.max(a, last);
-    if (b <= from) continue;
-    pts.push([from, base], [from, burstW], [b, burstW], [b, base]);
-    last = b;
+    const last = merged[merged.length - 1];
+    if (last && a - last[1] < minGap) last[1] = Math.max(last[1], b);
+    else merged.push([a, b]);
   }
+  const pts: PowerPoint[] = [[0, base]];
+  for (const [a, b] of merged) pts.push([a, base], [a, burstW], [b, burstW], [b, base]);
   return pts;
 }
 
@@ -124,11 +139,6 @@ export function windowPlans(
   return plans;
 }
 
-/** Whether a failed span only says an edge is not settled yet. */
-function pending(reason: string): boolean {
-  return /not settled/.test(reason);
-}
-
 /**
  * Meters every window on `card` (edges taken in time order, samples written as time passes) and
  * scores it the moment it can be read: after the first sample past its close (`wait: "sample"`,
@@ -155,13 +165,12 @@ export async function scoreWindows(
   events.sort((a, b) => a.t - b.t || b.kind - a.kind);
   const live = new Map<number, Open>();
   const out: (Scored | undefined)[] = new Array(plans.length);
-  const tryScore = async (force: boolean) => {
+  const tryScore = (force: boolean) => {
     for (const [i, w] of live) {
       if (w.close === null) continue;
       if (!force && card.lastSampleT() - extraNs <= w.plan.close) continue;
-      await card.track.settle([w.open, w.close]);
+      if (!card.track.settled([w.open, w.close]) && !force) continue;
       const m = card.track.span(w.open, w.close);
-      if (!m.ok && pending(m.reason) && !force) continue;
       out[i] = scoreOne(card, w.plan, idleW, m);
       live.delete(i);
     }
@@ -170,7 +179,7 @@ export async function scoreWindows(
     // Write the samples up to this edge, scoring each window as soon as it can be read.
     while (card.nextSampleAt() <= ev.t) {
       card.advanceOne();
-      await tryScore(false);
+      tryScore(false);
     }
     const edge = card.edgeAt(ev.t);
     const plan = plans[ev.i] as WindowPlan;
@@ -182,9 +191,9 @@ export async function scoreWindows(
   }
   for (let n = 0; n < 10_000 && live.size > 0; n++) {
     card.advanceOne();
-    await tryScore(false);
+    tryScore(false);
   }
-  await tryScore(true);
+  tryScore(true);
   return out.map(
     (s, i) => s ?? scoreOne(card, plans[i] as WindowPlan, idleW, { ok: false, reason: "never read" }),
   );

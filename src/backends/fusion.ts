@@ -1,0 +1,453 @@
+/**
+ * The energy counter fused with instantaneous power: the cumulative energy at any instant, with a
+ * bound, from the samples of a ring (the counter and the power read at each tick).
+ *
+ * The counter fixes each step's total; power fixes the shape within it. Every change of the
+ * counter is an *anchor*: at its update instant u (known to within the read interval, narrowed by
+ * locking onto the counter's cadence, ./cadence.ts) the card's energy was its value V, to the mJ.
+ * From any anchor the energy at an edge t is V plus the energy between u and t, which the power
+ * readings bound (./power-model.ts); each anchor gives an interval for E(t), and the edge's bound
+ * is their intersection — the anchors before the edge bound it from the power since, those after
+ * it from the power until. A counter can never run ahead of the energy it counts, and power is
+ * never negative: with no usable power (a card whose only power is a 1 s average, or none) the
+ * anchors alone bound the edge, between the last update before it and the first after it.
+ *
+ * How far the power readings can be trusted is decided by the counter itself: each closed step
+ * (two consecutive anchors) must be explained by the readings under a reading of the sensor
+ * (power-model.ts: CONTINUOUS, HOLD, HOLD_AVERAGED) and one gain common to all recent steps (a
+ * sensor that reads a few % off the counter). The most trusting reading that the counter has not
+ * contradicted is used, CONTINUOUS only while nothing suggests a held sensor or, once something
+ * does (repeated readings ending in a change), after the counter has confirmed it on steps where
+ * it mattered. None of this is assumed before one step has been seen: a new ring bounds its edges
+ * by the counter alone.
+ *
+ * Bounds are two-sided: the estimate is the middle of the interval and the error its half-width.
+ * Times are ns relative to the ring's epoch, energy mJ, power mW.
+ */
+import { CounterCadence } from "./cadence.js";
+import {
+  CONTINUOUS,
+  GainEvidence as Evidence,
+  energyBounds,
+  HOLD,
+  HOLD_AVERAGED,
+  PowerReadings,
+  SENSOR_MODELS,
+  type SensorModel,
+  trapezoid,
+} from "./power-model.js";
+import { FLAG, type Sample, type SampleRing } from "./ring.js";
+import { anchorBound, stepGain } from "./uncertainty.js";
+
+/** What a ring's power readings are. */
+export type PowerKind = "instant" | "averaged";
+
+/** How an edge was bounded: a sensor model, or the counter alone. */
+export const COUNTER_ONLY = 3;
+export type Basis = SensorModel | typeof COUNTER_ONLY;
+
+/** The fused cumulative energy at an instant. */
+export type FusedValue =
+  | {
+      readonly ok: true;
+      readonly valueMj: number;
+      /** Two-sided: the truth lies within valueMj ± errMj. */
+      readonly errMj: number;
+      readonly basis: Basis;
+    }
+  /** Not yet bounded: a later sample (a counter update, a power change) will bound it. */
+  | { readonly ok: false; readonly pending: true }
+  | { readonly ok: false; readonly pending: false; readonly reason: string };
+
+/** Steps on which CONTINUOUS must be confirmed, once a held sensor is suspected. */
+const CONFIRM = 8;
+/** A step confirms CONTINUOUS when a held sensor would have been looser by this share of it. */
+const INFORMATIVE_SHARE = 0.02;
+/** How many anchors on each side of an edge are tried. */
+const ANCHORS_EACH_SIDE = 2;
+/**
+ * A counter that changes at every read may be one that updates continuously (or far more often
+ * than it is read): its value at a read is then as of an instant at most δ before the read. Each δ
+ * here is a hypothesis the counter must confirm (see checkStep), the smallest confirmed one used.
+ */
+const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
+/** Reads in a row that must each show a change, and steps that must confirm a δ. */
+const FRESH_READS = 64;
+const FRESH_STEPS = 32;
+
+export class CounterFusion {
+  private readonly ring: SampleRing;
+  private readonly power: PowerReadings;
+  private readonly usePower: boolean;
+  private readonly s: Sample = {
+    t: 0,
+    energyMj: 0,
+    powerMw: 0,
+    integralMj: 0,
+    flags: 0,
+    error: 0,
+    faults: 0,
+    readNs: 0,
+    powerT: 0,
+    powerReadNs: 0,
+  };
+  /** The anchor in force at each sample (its global number), by k % capacity; −1: none. */
+  private readonly anchorAt: Float64Array;
+  // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,
+  // the run of the counter (segment) it belongs to, and its locked window once computed.
+  private aValue: number[] = [];
+  private aLo: number[] = [];
+  private aHi: number[] = [];
+  private aSeg: number[] = [];
+  /** Each anchor's read index and the duration of its read (ns). */
+  private aK: number[] = [];
+  private aRead: number[] = [];
+  private anchorBase = 0;
+  /** Reads in a row (this run of the counter) that showed a change. */
+  private changeRun = 0;
+  /** Evidence for each δ of FRESH_NS; a δ the counter contradicted is dead for this run. */
+  private fresh = FRESH_NS.map(() => new Evidence());
+  private freshDead = FRESH_NS.map(() => false);
+  /** The current run of the counter's changes, and the anchor number of its first change. */
+  private cadence = new CounterCadence();
+  private cadenceFirst = 0;
+  private cadenceSeg = -1;
+  private segment = 0;
+  private lastT = Number.NaN;
+  private lastRead = 0;
+  private lastEnergy = Number.NaN;
+  private processed = 0;
+  private readonly evidence = SENSOR_MODELS.map(() => new Evidence());
+  /** Closed steps checked, and whether the counter contradicted a continuous sensor. */
+  private steps = 0;
+  private contradicted = false;
+  private readonly bounds = { lo: 0, hi: 0 };
+
+  constructor(ring: SampleRing, kind: PowerKind) {
+    this.ring = ring;
+    this.usePower = kind === "instant";
+    this.power = new PowerReadings(ring.capacity);
+    this.anchorAt = new Float64Array(ring.capacity).fill(-1);
+  }
+
+  /** Reads the samples written since the last call. */
+  update(): void {
+    const ring = this.ring;
+    const head = ring.head();
+    if (this.processed < head - ring.capacity) {
+      // Fell a whole ring behind: start over from the oldest sample held.
+      this.processed = head - ring.capacity;
+      this.power.head = this.processed;
+      this.segment += 1;
+      this.lastEnergy = Number.NaN;
+    }
+    const s = this.s;
+    for (; this.processed < head; this.processed++) {
+      const k = this.processed;
+      if (!ring.read(k, s)) {
+        this.power.push(Number.NaN, 0, Number.NaN);
+        this.anchorAt[k % ring.capacity] = -1;
+        this.lastEnergy = Number.NaN;
+        this.segment += 1;
+        continue;
+      }
+      const pt = Number.isFinite(s.powerT) ? s.powerT : s.t;
+      this.power.push(pt, s.powerReadNs, this.usePower ? s.powerMw : Number.NaN);
+      if ((s.flags & (FLAG.COUNTER_BACKWARDS | FLAG.COUNTER_JUMP | FLAG.READ_FAILED)) !== 0) {
+        this.segment += 1;
+        this.lastEnergy = Number.NaN;
+      }
+      if (Number.isNaN(s.energyMj)) {
+        this.anchorAt[k % ring.capacity] = -1;
+        this.segment += 1;
+        this.lastEnergy = Number.NaN;
+        continue;
+      }
+      if (s.energyMj !== this.lastEnergy) {
+        // A new value: its update came after the previous read (of this run of the counter).
+        const first = Number.isNaN(this.lastEnergy);
+        this.aValue.push(s.energyMj);
+        this.aLo.push(first ? Number.NEGATIVE_INFINITY : this.lastT - this.lastRead / 2);
+        this.aHi.push(s.t + s.readNs / 2);
+        this.aSeg.push(this.segment);
+        this.aK.push(k);
+        this.aRead.push(s.readNs);
+        this.lastEnergy = s.energyMj;
+        const n = this.anchorBase + this.aValue.length - 1;
+        if (first) {
+          this.cadence = new CounterCadence();
+          this.cadenceFirst = n + 1;
+          this.cadenceSeg = this.segment;
+          this.changeRun = 0;
+          this.fresh = FRESH_NS.map(() => new Evidence());
+          this.freshDead = FRESH_NS.map(() => false);
+        } else this.changeRun += 1;
+        if (!first)
+          this.cadence.push(this.aLo[n - this.anchorBase] as number, this.aHi[n - this.anchorBase] as number);
+        this.anchorAt[k % ring.capacity] = n;
+        if (!first) this.checkStep(n - 2);
+        this.trimAnchors();
+      } else {
+        this.anchorAt[k % ring.capacity] = this.anchorBase + this.aValue.length - 1;
+        this.changeRun = 0;
+      }
+      this.lastT = s.t;
+      this.lastRead = s.readNs;
+    }
+  }
+
+  /** The sensor model the counter supports now, or COUNTER_ONLY. */
+  basis(): Basis {
+    if (!this.usePower || this.steps === 0) return COUNTER_ONLY;
+    const [continuous, hold, averaged] = this.evidence as [Evidence, Evidence, Evidence];
+    const suspect = this.power.repeatsSeen || this.contradicted;
+    if (continuous.consistent() && (!suspect || continuous.informativeCount >= CONFIRM)) return CONTINUOUS;
+    if (hold.consistent()) return HOLD;
+    if (averaged.consistent()) return HOLD_AVERAGED;
+    return COUNTER_ONLY;
+  }
+
+  /** For diagnosis (giul-probe, gpu-check): what the readings have shown of the sensor. */
+  sensorReport(): { basis: Basis; refreshUpperNs: number; shortestRunNs: number; gain: [number, number] } {
+    const basis = this.basis();
+    const e = basis === COUNTER_ONLY ? null : (this.evidence[basis] as Evidence);
+    return {
+      basis,
+      refreshUpperNs: this.power.refreshUpperNs,
+      shortestRunNs: this.power.shortestRunNs,
+      gain: e === null ? [Number.NaN, Number.NaN] : [e.gainLo, e.gainHi],
+    };
+  }
+
+  /**
+   * The cumulative energy at `t`, given `kA`, the last sample at or before it. Pending while the
+   * samples present cannot bound it yet.
+   */
+  at(t: number, kA: number): FusedValue {
+    this.update();
+    const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
+    if (n < 0 || n < this.anchorBase) {
+      return { ok: false, pending: false, reason: "no energy counter reading before the edge" };
+    }
+    let basis = this.basis();
+    let r = this.bound(t, n, basis);
+    if (r !== null && r.lo > r.hi && basis !== COUNTER_ONLY) {
+      // The readings contradict the counter around this edge: bound it by the counter alone.
+      basis = COUNTER_ONLY;
+      r = this.bound(t, n, basis);
+    }
+    if (r === null || !Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return { ok: false, pending: true };
+    if (r.lo > r.hi) {
+      return { ok: false, pending: false, reason: "the energy counter contradicts itself around the edge" };
+    }
+    // The estimate inside the bound (its middle without power to go by), and the bound's reach
+    // from it either way.
+    const mid = (r.lo + r.hi) / 2;
+    if (basis === COUNTER_ONLY) return { ok: true, valueMj: mid, errMj: (r.hi - r.lo) / 2, basis };
+    let x = this.estimate(t, n, basis);
+    if (!Number.isFinite(x)) x = mid;
+    x = Math.min(r.hi, Math.max(r.lo, x));
+    return { ok: true, valueMj: x, errMj: Math.max(x - r.lo, r.hi - x), basis };
+  }
+
+  /**
+   * A point estimate of E(t): within the counter's step around t, the readings' integral from the
+   * update before, plus what the step's total says they missed, placed where the readings are
+   * unsure (the counter fixes the total, power the shape); past the newest update, its value plus
+   * the readings' integral since, times the sensor's gain. NaN when there is no update before t.
+   */
+  private estimate(t: number, n: number, basis: SensorModel): number {
+    const seg = this.seg(n);
+    let a = -1;
+    let b = -1;
+    for (let j = n - 1; j <= n + 2; j++) {
+      if (j < this.anchorBase || j >= this.anchorBase + this.aValue.length || this.seg(j) !== seg) continue;
+      const w = this.locked(j);
+      if (!Number.isFinite(w.lo)) continue;
+      const u = (w.lo + w.hi) / 2;
+      if (u <= t) a = j;
+      else if (b < 0) b = j;
+    }
+    if (a < 0) return Number.NaN;
+    const wa = this.locked(a);
+    const ua = (wa.lo + wa.hi) / 2;
+    const va = (this.aValue[a - this.anchorBase] as number) + 0.5;
+    const e = this.evidence[basis] as Evidence;
+    if (b >= 0) {
+      const wb = this.locked(b);
+      const ub = (wb.lo + wb.hi) / 2;
+      const vb = (this.aValue[b - this.anchorBase] as number) + 0.5;
+      const whole = trapezoid(this.power, ua, ub);
+      energyBounds(this.power, ua, ub, basis, this.bounds);
+      const wAll = this.bounds.hi - this.bounds.lo;
+      energyBounds(this.power, ua, t, basis, this.bounds);
+      const wPart = this.bounds.hi - this.bounds.lo;
+      const part = trapezoid(this.power, ua, t);
+      if (wAll > 1e-9 && Number.isFinite(wAll)) return va + part + ((vb - va - whole) * wPart) / wAll;
+      // Where the readings are sure everywhere, the step's total scales them (their gain).
+      if (whole > 0) return va + ((vb - va) * trapezoid(this.power, ua, t)) / whole;
+    }
+    return va + ((e.gainLo + e.gainHi) / 2) * trapezoid(this.power, ua, t);
+  }
+
+  /**
+   * Bounds on the energy between two instants from the power readings alone (mJ), under the
+   * model in force; null without one. For short spans, this beats the difference of two edges.
+   */
+  between(x: number, y: number): { lo: number; hi: number } | null {
+    this.update();
+    const basis = this.basis();
+    if (basis === COUNTER_ONLY) return null;
+    const e = this.evidence[basis] as Evidence;
+    energyBounds(this.power, x, y, basis, this.bounds);
+    return { lo: e.gainLo * this.bounds.lo, hi: e.gainHi * this.bounds.hi };
+  }
+
+  /** Intersection of what the anchors around anchor n say of E(t). */
+  private bound(t: number, n: number, basis: Basis): { lo: number; hi: number } | null {
+    const seg = this.seg(n);
+    let lo = Number.NEGATIVE_INFINITY;
+    let hi = Number.POSITIVE_INFINITY;
+    const gain = basis === COUNTER_ONLY ? null : (this.evidence[basis] as Evidence);
+    const energy = (x: number, y: number, end: "lo" | "hi") => this.energy(x, y, basis, end);
+    for (let j = n - ANCHORS_EACH_SIDE + 1; j <= n + ANCHORS_EACH_SIDE; j++) {
+      if (j < this.anchorBase || j >= this.anchorBase + this.aValue.length || this.seg(j) !== seg) continue;
+      const v = this.aValue[j - this.anchorBase] as number;
+      const b = anchorBound(
+        v,
+        this.locked(j),
+        t,
+        energy,
+        gain === null ? 0 : gain.gainLo,
+        gain === null ? Number.POSITIVE_INFINITY : gain.gainHi,
+      );
+      if (b.lo > lo) lo = b.lo;
+      if (b.hi < hi) hi = b.hi;
+    }
+    return Number.isFinite(lo) || Number.isFinite(hi) ? { lo, hi } : null;
+  }
+
+  /** One end of the sensor's energy over (x, y) under `basis` (COUNTER_ONLY: 0 to +∞). */
+  private energy(x: number, y: number, basis: Basis, end: "lo" | "hi"): number {
+    if (!(y > x)) return 0;
+    if (!Number.isFinite(x) || !Number.isFinite(y)) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
+    if (basis === COUNTER_ONLY) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
+    energyBounds(this.power, x, y, basis, this.bounds);
+    return end === "lo" ? this.bounds.lo : this.bounds.hi;
+  }
+
+  private seg(n: number): number {
+    return this.aSeg[n - this.anchorBase] as number;
+  }
+
+  /**
+   * Anchor n's update instant: narrowed by the counter's cadence where it is known, or to just
+   * before its read where the counter has shown it updates at every read; its read interval
+   * otherwise.
+   */
+  private locked(n: number): { lo: number; hi: number } {
+    const i = n - this.cadenceFirst;
+    const own = { lo: this.aLo[n - this.anchorBase] as number, hi: this.aHi[n - this.anchorBase] as number };
+    if (this.seg(n) === this.cadenceSeg && i >= 0 && i < this.cadence.length) {
+      const w = this.cadence.instant(i);
+      if (w.hi - w.lo < own.hi - own.lo) return w;
+      const delta = this.freshDelta();
+      if (Number.isFinite(delta)) return this.freshInstant(n, delta);
+      return w;
+    }
+    return own;
+  }
+
+  /** The smallest δ the counter has confirmed (FRESH_NS), or NaN. */
+  private freshDelta(): number {
+    if (this.changeRun < FRESH_READS) return Number.NaN;
+    for (let d = 0; d < FRESH_NS.length; d++) {
+      const e = this.fresh[d] as Evidence;
+      if (!this.freshDead[d] && e.count >= FRESH_STEPS && e.consistent()) return FRESH_NS[d] as number;
+    }
+    return Number.NaN;
+  }
+
+  /** Anchor n's update instant if the counter is at most `delta` behind its read. */
+  private freshInstant(n: number, delta: number): { lo: number; hi: number } {
+    const i = n - this.anchorBase;
+    const hi = this.aHi[i] as number;
+    return { lo: Math.max(this.aLo[i] as number, hi - (this.aRead[i] as number) - delta), hi };
+  }
+
+  /**
+   * Checks the step from anchor n to n + 1 against each sensor model: the counter's difference
+   * must lie between the least energy the readings allow inside the step and the most they allow
+   * over it, times one gain common to the recent steps.
+   */
+  private checkStep(n: number): void {
+    if (!this.usePower || n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
+    const a = this.locked(n);
+    const b = this.locked(n + 1);
+    if (!Number.isFinite(a.lo)) return;
+    const dv =
+      (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
+    const widths: number[] = [];
+    const ranges: [number, number][] = [];
+    for (const model of SENSOR_MODELS) {
+      energyBounds(this.power, a.hi, b.lo, model, this.bounds);
+      const inner = this.bounds.lo;
+      energyBounds(this.power, a.lo, b.hi, model, this.bounds);
+      const outer = this.bounds.hi;
+      ranges.push([inner, outer]);
+      widths.push(outer - inner);
+    }
+    let counted = false;
+    for (const model of SENSOR_MODELS) {
+      const [inner, outer] = ranges[model] as [number, number];
+      if (!Number.isFinite(outer) || !(outer > 0)) continue;
+      const [gLo, gHi] = stepGain(dv, inner, outer);
+      const looser = widths[HOLD_AVERAGED] as number;
+      // Evidence for a continuous sensor counts where a held one would have been looser.
+      const informative =
+        model !== CONTINUOUS ||
+        !Number.isFinite(looser) ||
+        looser - (widths[CONTINUOUS] as number) > INFORMATIVE_SHARE * dv;
+      const e = this.evidence[model] as Evidence;
+      e.push(gLo, gHi, informative);
+      if (model === CONTINUOUS && !e.consistent()) this.contradicted = true;
+      counted = true;
+    }
+    if (counted) this.steps += 1;
+    // The hypotheses that the counter is at most δ behind each read: only between two reads in a
+    // row that both changed it.
+    if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
+      for (let d = 0; d < FRESH_NS.length; d++) {
+        if (this.freshDead[d]) continue;
+        const fa = this.freshInstant(n, FRESH_NS[d] as number);
+        const fb = this.freshInstant(n + 1, FRESH_NS[d] as number);
+        energyBounds(this.power, fa.hi, fb.lo, CONTINUOUS, this.bounds);
+        const inner = this.bounds.lo;
+        energyBounds(this.power, fa.lo, fb.hi, CONTINUOUS, this.bounds);
+        const outer = this.bounds.hi;
+        if (!Number.isFinite(outer) || !(outer > 0)) continue;
+        const e = this.fresh[d] as Evidence;
+        const [gLo, gHi] = stepGain(dv, inner, outer);
+        e.push(gLo, gHi, true);
+        if (!e.consistent()) this.freshDead[d] = true;
+      }
+    }
+  }
+
+  private trimAnchors(): void {
+    if (this.aValue.length < 4096) return;
+    const drop = 2048;
+    this.aValue = this.aValue.slice(drop);
+    this.aLo = this.aLo.slice(drop);
+    this.aHi = this.aHi.slice(drop);
+    this.aSeg = this.aSeg.slice(drop);
+    this.aK = this.aK.slice(drop);
+    this.aRead = this.aRead.slice(drop);
+    this.anchorBase += drop;
+    const gone = Math.min(this.cadence.length, Math.max(0, this.anchorBase - this.cadenceFirst));
+    if (gone > 0) {
+      this.cadence.drop(gone);
+      this.cadenceFirst += gone;
+    }
+  }
+}

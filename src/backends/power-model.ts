@@ -1,0 +1,297 @@
+/**
+ * What the power readings of a ring say about the power between them, under one of three readings
+ * of the sensor (SensorModel), for bounding energy inside the energy counter's steps (./fusion.ts).
+ *
+ * - CONTINUOUS: each reading is the power at its read; between two reads the power lies between
+ *   the two readings (no burst comes and goes unseen between reads).
+ * - HOLD: the sensor refreshes on its own cadence and holds its value between refreshes (real
+ *   cards: tens of ms). Repeated identical readings may then be one stale value: a reading is the
+ *   power at some instant after the last read that showed a different value (and no further back
+ *   than the sensor's refresh, where that has been bounded); between two such instants the power
+ *   lies between their values.
+ * - HOLD_AVERAGED: as HOLD, with each value an average over up to LAG_NS before its instant
+ *   (an instant sensor that averages over a window, as A100/H100 do over about 25 ms).
+ *
+ * Which reading holds is decided by the energy counter, in ./fusion.ts. Times are ns relative to
+ * the ring's epoch, power mW, energy mJ.
+ */
+
+export const CONTINUOUS = 0;
+export const HOLD = 1;
+export const HOLD_AVERAGED = 2;
+export type SensorModel = typeof CONTINUOUS | typeof HOLD | typeof HOLD_AVERAGED;
+export const SENSOR_MODELS: readonly SensorModel[] = [CONTINUOUS, HOLD, HOLD_AVERAGED];
+
+/** How far back an averaged reading can reach under HOLD_AVERAGED (ns). */
+export const LAG_NS = 50e6;
+/** Each power reading is a whole number of mW. */
+const POWER_QUANTUM_MW = 1;
+
+/**
+ * The power readings of a ring, one per sample index k, and their runs (consecutive identical
+ * readings). Stored in arrays of the ring's capacity; index k is valid while k ≥ head − capacity.
+ */
+export class PowerReadings {
+  readonly capacity: number;
+  /** Stamp of each reading (ns), its read's duration (ns), its value (mW; NaN: none). */
+  readonly at: Float64Array;
+  readonly readNs: Float64Array;
+  readonly mw: Float64Array;
+  /** The run each reading belongs to (a counter over the ring's life). */
+  readonly run: Float64Array;
+  /** Runs: first sample index and value, by run number − runBase. */
+  private runStart: number[] = [];
+  private runValue: number[] = [];
+  private runBase = 0;
+  /** Samples written so far. */
+  head = 0;
+  /**
+   * A run of two or more identical readings ended with a change: the sensor may hold its values
+   * (or the power was flat for a while). Until then, nothing suggests that it does.
+   */
+  repeatsSeen = false;
+  /**
+   * An upper bound on the sensor's refresh interval (ns; +∞ until known): the shortest span from
+   * the read before one change to the read that showed the next change holds two refreshes.
+   */
+  refreshUpperNs = Number.POSITIVE_INFINITY;
+  /** The shortest run of identical readings between two changes (ns), for diagnosis. */
+  shortestRunNs = Number.POSITIVE_INFINITY;
+
+  constructor(capacity: number) {
+    this.capacity = capacity;
+    this.at = new Float64Array(capacity);
+    this.readNs = new Float64Array(capacity);
+    this.mw = new Float64Array(capacity);
+    this.run = new Float64Array(capacity);
+  }
+
+  /** Appends reading k (= head). */
+  push(at: number, readNs: number, mw: number): void {
+    const k = this.head;
+    const slot = k % this.capacity;
+    const prev = k > 0 ? this.mw[(k - 1) % this.capacity] : Number.NaN;
+    this.at[slot] = at;
+    this.readNs[slot] = readNs;
+    this.mw[slot] = mw;
+    const same = k > 0 && mw === prev; // NaN never equals: a failed read is a run of its own
+    if (same) this.run[slot] = this.run[(k - 1) % this.capacity] as number;
+    else {
+      const n = this.runBase + this.runStart.length;
+      if (this.runStart.length > 0 && k > 0 && Number.isFinite(mw) && Number.isFinite(prev)) {
+        const last = this.runStart.length - 1;
+        const start = this.runStart[last] as number;
+        if (k - start >= 2) this.repeatsSeen = true;
+        // The previous run began with a change too (not the first reading): two changes.
+        if (last > 0 && start > 0 && start - 1 >= this.head - this.capacity + 1) {
+          const bracket = at - this.atOf(start - 1);
+          if (bracket < this.refreshUpperNs) this.refreshUpperNs = bracket;
+          const run = at - this.atOf(start);
+          if (run < this.shortestRunNs) this.shortestRunNs = run;
+        }
+      }
+      this.runStart.push(k);
+      this.runValue.push(mw);
+      this.run[slot] = n;
+      if (this.runStart.length > 2 * this.capacity) {
+        const drop = this.runStart.length - this.capacity;
+        this.runStart = this.runStart.slice(drop);
+        this.runValue = this.runValue.slice(drop);
+        this.runBase += drop;
+      }
+    }
+    this.head = k + 1;
+  }
+
+  /** Stamp of reading k (ns). */
+  atOf(k: number): number {
+    return this.at[k % this.capacity] as number;
+  }
+
+  mwOf(k: number): number {
+    return this.mw[k % this.capacity] as number;
+  }
+
+  private runOf(k: number): number {
+    return this.run[k % this.capacity] as number;
+  }
+
+  /** Whether reading k is still held. */
+  held(k: number): boolean {
+    return k >= 0 && k < this.head && k >= this.head - this.capacity;
+  }
+
+  /**
+   * Least and most power over (at(i), at(i + 1)) under `model`, mW, widened by the readings' own
+   * quantum; [0, +∞] where the readings cannot say (a failed read, or a held value whose end has
+   * not been seen yet).
+   */
+  range(i: number, model: SensorModel, out: { min: number; max: number }): void {
+    out.min = 0;
+    out.max = Number.POSITIVE_INFINITY;
+    if (!this.held(i) || !this.held(i + 1)) return;
+    const a = this.mwOf(i);
+    const b = this.mwOf(i + 1);
+    if (!Number.isFinite(a) || !Number.isFinite(b)) return;
+    if (model === CONTINUOUS) {
+      out.min = Math.max(0, Math.min(a, b) - POWER_QUANTUM_MW);
+      out.max = Math.max(a, b) + POWER_QUANTUM_MW;
+      return;
+    }
+    // The first reading whose instant is surely after at(i + 1): every run between holds values
+    // the power took in between.
+    const end = this.atOf(i + 1) + (model === HOLD_AVERAGED ? LAG_NS : 0);
+    let lo = Math.min(a, b);
+    let hi = Math.max(a, b);
+    let r = this.runOf(i + 1);
+    for (;;) {
+      const idx = r - this.runBase;
+      const start = this.runStart[idx];
+      if (start === undefined) return; // not seen yet: unknown
+      const v = this.runValue[idx] as number;
+      if (!Number.isFinite(v)) return;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+      // Readings of this run are instants after the read before it (when that read is after
+      // i + 1), and no earlier than the refresh bound before their own read.
+      if (start >= i + 2 && this.held(start - 1) && this.atOf(start - 1) >= end) break;
+      if (Number.isFinite(this.refreshUpperNs)) {
+        const need = end + this.refreshUpperNs;
+        const next = this.runStart[idx + 1] ?? this.head;
+        const lastInRun = next - 1;
+        if (this.held(lastInRun) && this.atOf(lastInRun) >= need) break;
+      }
+      r += 1;
+    }
+    out.min = Math.max(0, lo - POWER_QUANTUM_MW);
+    out.max = hi + POWER_QUANTUM_MW;
+  }
+}
+
+/** Scratch for PowerReadings.range. */
+const span = { min: 0, max: 0 };
+
+/**
+ * Bounds on the sensor's energy over (x, y), x ≤ y, under `model` (mJ, before any gain): the least
+ * and most power of each interval between readings times its share of (x, y), widened by the
+ * uncertainty of the readings' instants (half their read). Parts of (x, y) outside the readings
+ * held are unknown: 0 below, +∞ above.
+ */
+export function energyBounds(
+  p: PowerReadings,
+  x: number,
+  y: number,
+  model: SensorModel,
+  out: { lo: number; hi: number },
+): void {
+  out.lo = 0;
+  out.hi = 0;
+  if (!(y > x)) return;
+  const first = Math.max(0, p.head - p.capacity);
+  const last = p.head - 1;
+  if (last < first || p.atOf(first) > x || p.atOf(last) < y) out.hi = Number.POSITIVE_INFINITY;
+  // The reading at or before x (binary search over stamps, which increase).
+  let a = first;
+  let b = last;
+  while (b - a > 1) {
+    const mid = (a + b) >> 1;
+    if (p.atOf(mid) <= x) a = mid;
+    else b = mid;
+  }
+  for (let i = a; i < last; i++) {
+    const t0 = p.atOf(i);
+    const t1 = p.atOf(i + 1);
+    if (t0 >= y) break;
+    const from = Math.max(t0, x);
+    const to = Math.min(t1, y);
+    if (!(to > from)) continue;
+    p.range(i, model, span);
+    const len = (to - from) / 1e9;
+    const slack =
+      ((span.max - span.min) *
+        ((p.readNs[i % p.capacity] as number) + (p.readNs[(i + 1) % p.capacity] as number))) /
+      4e9;
+    out.lo += Math.max(0, span.min * len - slack);
+    out.hi += span.max * len + slack;
+  }
+}
+
+/**
+ * The trapezoid integral of the readings over (x, y) (mJ; x > y gives the negative): the power
+ * taken as linear between readings, and as the nearest reading beyond them. A point estimate, no
+ * bound; NaN where a reading failed.
+ */
+export function trapezoid(p: PowerReadings, x: number, y: number): number {
+  if (y < x) return -trapezoid(p, y, x);
+  if (!(y > x)) return 0;
+  const first = Math.max(0, p.head - p.capacity);
+  const last = p.head - 1;
+  if (last < first) return Number.NaN;
+  let a = first;
+  let b = last;
+  while (b - a > 1) {
+    const mid = (a + b) >> 1;
+    if (p.atOf(mid) <= x) a = mid;
+    else b = mid;
+  }
+  let sum = 0;
+  // Before the first reading and after the last: the nearest reading holds.
+  if (x < p.atOf(first)) sum += p.mwOf(first) * (Math.min(y, p.atOf(first)) - x);
+  for (let i = a; i < last; i++) {
+    const t0 = p.atOf(i);
+    const t1 = p.atOf(i + 1);
+    if (t0 >= y) break;
+    const from = Math.max(t0, x);
+    const to = Math.min(t1, y);
+    if (!(to > from)) continue;
+    const p0 = p.mwOf(i);
+    const slope = (p.mwOf(i + 1) - p0) / (t1 - t0);
+    sum += (p0 + slope * ((from + to) / 2 - t0)) * (to - from);
+  }
+  if (y > p.atOf(last)) sum += p.mwOf(last) * (y - Math.max(x, p.atOf(last)));
+  return sum / 1e9;
+}
+
+/** Closed counter steps remembered as evidence. */
+const EVIDENCE = 64;
+/** Gains further than this from 1 are not a calibration: the reading of the sensor is wrong. */
+const GAIN_LIMITS = [0.5, 2] as const;
+
+/**
+ * What the counter's closed steps say of a reading of the sensor: each step allows the gains in
+ * [lo, hi] (true power = gain × sensor); the reading holds while one gain suits the last EVIDENCE
+ * steps, and that gain is known to within their intersection.
+ */
+export class GainEvidence {
+  readonly lo = new Float64Array(EVIDENCE);
+  readonly hi = new Float64Array(EVIDENCE);
+  readonly informative = new Uint8Array(EVIDENCE);
+  count = 0;
+  gainLo = 0;
+  gainHi = 0;
+  /** Steps among the last EVIDENCE on which this reading made a difference. */
+  informativeCount = 0;
+
+  push(lo: number, hi: number, informative: boolean): void {
+    const slot = this.count % EVIDENCE;
+    this.lo[slot] = lo;
+    this.hi[slot] = hi;
+    this.informative[slot] = informative ? 1 : 0;
+    this.count += 1;
+    let gLo: number = GAIN_LIMITS[0];
+    let gHi: number = GAIN_LIMITS[1];
+    let inf = 0;
+    for (let j = 0; j < Math.min(this.count, EVIDENCE); j++) {
+      gLo = Math.max(gLo, this.lo[j] as number);
+      gHi = Math.min(gHi, this.hi[j] as number);
+      inf += this.informative[j] as number;
+    }
+    this.gainLo = gLo;
+    this.gainHi = gHi;
+    this.informativeCount = inf;
+  }
+
+  consistent(): boolean {
+    return this.count > 0 && this.gainLo <= this.gainHi;
+  }
+}

@@ -1,0 +1,148 @@
+import type { CounterFusion, FusedValue } from "./fusion.js";
+import type { Sample, SampleRing } from "./ring.js";
+import type { Edge } from "./track.js";
+import { interpolationErr } from "./uncertainty.js";
+
+/**
+ * An edge over a ring of samples: captured at once (its instant and the ring's head), evaluated
+ * once the samples around it can bound it, and then never changed — the per-card ledger and the
+ * window's span read the same value. On an energy counter the value is the fused reading of
+ * ./fusion.ts (counter and power); on an integral of power, the integral interpolated between the
+ * two samples around the edge.
+ */
+
+export const PENDING = 0;
+export const RESOLVED = 1;
+export const FAILED = 2;
+
+export class RingEdge implements Edge {
+  readonly tNs: bigint;
+  /** ns relative to the ring's epoch. */
+  readonly t: number;
+  /** ring.head() when taken: the first sample that can lie after the edge is hint - 1. */
+  readonly hint: number;
+  readonly ring: SampleRing;
+  state = PENDING;
+  reason: string | null = null;
+  /** The samples just before and after the edge, once the one after exists. */
+  kA = -1;
+  kB = -1;
+  vA = 0;
+  vB = 0;
+  /** The cumulative value at the edge (mJ), and how far off it can be either way (mJ). */
+  value = 0;
+  errMj = 0;
+  /** The fused reading's basis (fusion.ts Basis); -1 on an integral. */
+  basis = -1;
+  powerMw = 0;
+  /** Longest read among the two bracketing samples (ns). */
+  readNs = 0;
+  /** Cumulative faults at the samples before and after the edge. */
+  faultsA = 0;
+  faultsB = 0;
+  deadline: number;
+
+  constructor(tNs: bigint, ring: SampleRing, deadline: number, hint = ring.head()) {
+    this.tNs = tNs;
+    this.ring = ring;
+    this.t = Number(tNs - ring.epochNs);
+    this.hint = hint;
+    this.deadline = deadline;
+  }
+
+  /** Largest error of the edge's value either way (mJ). */
+  interpErrMj(): number {
+    return this.errMj;
+  }
+}
+
+/** What resolving an edge needs from its track. */
+export interface EdgeContext {
+  readonly column: "energy" | "integral";
+  readonly fusion: CounterFusion | null;
+  describeError(code: number): string;
+}
+
+/** Tries to evaluate a pending edge from the samples present now. */
+export function resolveEdge(e: RingEdge, ctx: EdgeContext, s: Sample): void {
+  const ring = e.ring;
+  if (e.kB < 0 && !locate(e, ctx, s)) return;
+  if (e.state !== PENDING) return;
+  if (ctx.column === "integral" || ctx.fusion === null) {
+    e.state = RESOLVED;
+    return;
+  }
+  const fused: FusedValue = ctx.fusion.at(e.t, e.kA);
+  if (fused.ok) {
+    e.value = fused.valueMj;
+    e.errMj = fused.errMj;
+    e.basis = fused.basis;
+    e.state = RESOLVED;
+  } else if (!fused.pending) fail(e, fused.reason);
+  else {
+    const failure = ring.failure();
+    if (failure !== null) fail(e, failure);
+  }
+}
+
+/** Finds the samples around the edge; false while the one after it is not written yet. */
+function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
+  const ring = e.ring;
+  const head = ring.head();
+  const oldest = Math.max(0, head - ring.capacity);
+  let k = Math.max(e.hint - 1, oldest);
+  if (e.hint - 1 < oldest && e.hint > 0) {
+    fail(e, "the window outlived the sampler's history");
+    return false;
+  }
+  for (; k < head; k++) {
+    if (!ring.read(k, s)) continue;
+    if (s.t > e.t) break;
+  }
+  if (k >= head) {
+    const failure = ring.failure();
+    if (failure !== null) fail(e, failure);
+    return false; // still pending
+  }
+  if (k === 0) {
+    fail(e, "the edge came before the sampler's first sample");
+    return false;
+  }
+  const column = ctx.column;
+  const tB = s.t;
+  const vB = column === "energy" ? s.energyMj : s.integralMj;
+  const errB = s.error;
+  const pB = s.powerMw;
+  const readB = s.readNs;
+  const faultsB = s.faults;
+  if (!ring.read(k - 1, s)) {
+    fail(e, "the window outlived the sampler's history");
+    return false;
+  }
+  const vA = column === "energy" ? s.energyMj : s.integralMj;
+  if (Number.isNaN(vA) || Number.isNaN(vB)) {
+    const code = Number.isNaN(vB) ? errB : s.error;
+    fail(
+      e,
+      `no ${column === "energy" ? "energy counter" : "power"} reading at the edge: ${ctx.describeError(code)}`,
+    );
+    return false;
+  }
+  e.kA = k - 1;
+  e.kB = k;
+  e.faultsA = s.faults;
+  e.faultsB = faultsB;
+  e.vA = vA;
+  e.vB = vB;
+  e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
+  e.readNs = Math.max(readB, s.readNs);
+  const span = tB - s.t;
+  e.value = span > 0 ? vA + ((vB - vA) * (e.t - s.t)) / span : vB;
+  e.errMj = interpolationErr(vA, e.value, vB);
+  return true;
+}
+
+export function fail(e: RingEdge, reason: string): void {
+  e.state = FAILED;
+  e.reason = reason;
+}

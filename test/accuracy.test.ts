@@ -1,0 +1,193 @@
+import { describe, expect, it } from "vitest";
+import {
+  burstsAtEdges,
+  type Summary,
+  scoreWindows,
+  squareWave,
+  steady,
+  summarize,
+  type WaitMode,
+  type WindowPlan,
+  windowPlans,
+} from "./fakes/accuracy.js";
+import type { DeviceSpec } from "./fakes/scenario.js";
+import { SyntheticCard } from "./fakes/synthetic.js";
+
+// The energy counter fused with instantaneous power, scored against exact ground truth: 10,000
+// windows per case on a synthetic card (the NVML double's answers at the instants the sampling
+// thread reads them, with its dithered ticks; test/fakes/synthetic.ts), each read after the first
+// sample past its close, as close() does. Every sampled window must lie within its own bar, under
+// traces built to break bars (bursts in the counter step around each edge, back-to-back windows,
+// a sensor that holds its value, averaged power, an irregular counter); and the bars must be tight
+// enough to defend a figure. Speed targets live in bench/, not here.
+
+const IDLE_W = 60;
+const N = 10_000;
+const SQUARE = squareWave(100, 400, 37, 20_000);
+
+async function score(
+  device: DeviceSpec,
+  plans: readonly WindowPlan[],
+  wait: WaitMode = "sample",
+): Promise<Summary> {
+  const card = new SyntheticCard(device, { periodMs: 10, dither: "golden" });
+  const s = summarize(
+    await scoreWindows(card, plans, IDLE_W, { wait, counterStepMs: device.counterStepMs ?? 10 }),
+  );
+  return s;
+}
+
+function report(name: string, s: Summary): void {
+  console.log(
+    `${name}: ${s.sampled}/${s.windows} sampled, ${s.outside} outside their bar (worst error/bar ${s.worstOverBar.toFixed(3)}), ` +
+      `median bar ${s.medianBarPct.toFixed(2)} % (${s.medianBarJ.toFixed(3)} J), mean |error| ${s.meanErrPct.toFixed(2)} %`,
+  );
+}
+
+/** Every sampled window within its bar. */
+function bounded(name: string, s: Summary): void {
+  report(name, s);
+  expect(s.outside).toBe(0);
+  expect(s.sampled).toBeGreaterThan(0);
+}
+
+const mixed = windowPlans(N, { minMs: 20, maxMs: 600, seed: 1 });
+const backToBack = windowPlans(N, { minMs: 100, maxMs: 900, gapMs: [0, 0], seed: 2 });
+const withGaps = windowPlans(N, { minMs: 20, maxMs: 600, seed: 3 });
+
+describe("every sampled window lies within its own bar (100 ms counter step)", () => {
+  it("steady power, windows of 20–600 ms", async () => {
+    bounded("steady", await score({ power: steady(262), counterStepMs: 100 }, mixed));
+  });
+
+  it("a 100 ↔ 400 W square wave (37 ms half-period)", async () => {
+    bounded("square wave", await score({ power: SQUARE, counterStepMs: 100 }, mixed));
+  });
+
+  for (const where of ["before", "after", "both"] as const) {
+    it(`700 W bursts placed in the counter step ${where === "both" ? "before or after" : where} each edge, back to back and with gaps`, async () => {
+      const burst = { base: 100, burstW: 700, burstMs: 90, stepMs: 100, where };
+      bounded(
+        `bursts ${where}, back to back`,
+        await score({ power: burstsAtEdges(backToBack, burst), counterStepMs: 100 }, backToBack),
+      );
+      bounded(
+        `bursts ${where}, with gaps`,
+        await score(
+          { power: burstsAtEdges(withGaps, { ...burst, burstMs: 40 }), counterStepMs: 100 },
+          withGaps,
+        ),
+      );
+    });
+  }
+
+  it("an instant sensor that refreshes only every 25 ms", async () => {
+    bounded(
+      "25 ms sensor, square wave",
+      await score({ power: SQUARE, counterStepMs: 100, powerUpdateMs: 25 }, mixed),
+    );
+    // What a sensor refreshing every 25 ms cannot see (a dip shorter than that) no bound claims.
+    const burst = { base: 100, burstW: 700, burstMs: 90, stepMs: 100, where: "both" as const, minGapMs: 45 };
+    bounded(
+      "25 ms sensor, bursts, back to back",
+      await score(
+        { power: burstsAtEdges(backToBack, burst), counterStepMs: 100, powerUpdateMs: 25 },
+        backToBack,
+      ),
+    );
+  });
+
+  it("averaged power only: no fusion, the counter alone bounds the edges, and the record says so", async () => {
+    const card = new SyntheticCard(
+      { power: SQUARE, counterStepMs: 100, instantField: false, powerMode: "average" },
+      { periodMs: 10, dither: "golden" },
+    );
+    const rows = await scoreWindows(card, mixed, IDLE_W, { counterStepMs: 100 });
+    bounded("averaged power", summarize(rows));
+    for (const r of rows) {
+      if (r.sampled) expect(r.caveat).toMatch(/1 s average.*counter's updates alone/);
+      // Without power, a window shorter than a step is not measured.
+      else expect(r.reason).toMatch(/shorter than the energy counter's update step/);
+    }
+  });
+
+  it("an irregular counter cadence (updates up to 3 ms late): the anchors fall back to the read interval", async () => {
+    bounded(
+      "irregular cadence, steady",
+      await score({ power: steady(262), counterStepMs: 100, counterJitterMs: 3 }, mixed),
+    );
+    bounded(
+      "irregular cadence, square",
+      await score({ power: SQUARE, counterStepMs: 100, counterJitterMs: 3 }, mixed),
+    );
+    bounded(
+      "slightly irregular cadence (0.3 ms)",
+      await score({ power: SQUARE, counterStepMs: 100, counterJitterMs: 0.3 }, mixed),
+    );
+  });
+
+  it("a 10 ms counter step and a continuous counter (3,000 windows)", async () => {
+    const withGaps = windowPlans(3_000, { minMs: 20, maxMs: 600, seed: 3 });
+    bounded("10 ms step, square", await score({ power: SQUARE, counterStepMs: 10 }, withGaps));
+    bounded("continuous counter, square", await score({ power: SQUARE, counterStepMs: 0 }, withGaps));
+  });
+});
+
+describe("bars tight enough to defend a figure (100 ms counter step)", () => {
+  it("steady power, windows of 100 ms and more: median bar ≤ 5 % of the figure", async () => {
+    const s = await score(
+      { power: steady(262), counterStepMs: 100 },
+      windowPlans(N, { minMs: 100, maxMs: 600, seed: 4 }),
+    );
+    bounded("steady ≥ 100 ms", s);
+    expect(s.medianBarPct).toBeLessThanOrEqual(5);
+  });
+
+  it("square wave: median bar ≤ 50 % at 100 ms, ≤ 10 % at 1 s", async () => {
+    const short = await score(
+      { power: SQUARE, counterStepMs: 100 },
+      windowPlans(N, { minMs: 100, maxMs: 100, seed: 5 }),
+    );
+    bounded("square 100 ms", short);
+    expect(short.medianBarPct).toBeLessThanOrEqual(50);
+    const long = await score(
+      { power: SQUARE, counterStepMs: 100 },
+      windowPlans(N, { minMs: 1000, maxMs: 1000, seed: 6 }),
+    );
+    bounded("square 1 s", long);
+    expect(long.medianBarPct).toBeLessThanOrEqual(10);
+  });
+
+  it("mean |error| ≤ 3 % on 100 ms windows and on a square wave's 100–400 ms windows, where Zeus is off by 15–20 %", async () => {
+    const plans = windowPlans(N, { minMs: 100, maxMs: 100, seed: 7 });
+    const s = await score({ power: steady(262), counterStepMs: 100 }, plans);
+    bounded("steady 100 ms", s);
+    expect(s.meanErrPct).toBeLessThanOrEqual(3);
+    const burst = { base: 100, burstW: 700, burstMs: 90, stepMs: 100, where: "both" as const };
+    const b = await score({ power: burstsAtEdges(backToBack, burst), counterStepMs: 100 }, backToBack);
+    report("bursts, back to back", b);
+    expect(b.meanErrPct).toBeLessThanOrEqual(3);
+    expect(b.zeusMeanErrPct).toBeGreaterThan(15);
+    const sq = await score(
+      { power: SQUARE, counterStepMs: 100 },
+      windowPlans(N, { minMs: 100, maxMs: 400, seed: 8 }),
+    );
+    report("square 100–400 ms", sq);
+    expect(sq.meanErrPct).toBeLessThanOrEqual(3);
+    expect(sq.zeusMeanErrPct).toBeGreaterThan(15);
+    // Exactly 100 ms on the square wave: where inside a 10 ms read interval each 300 W edge of the
+    // wave fell is known only to the power sensor's resolution (bench/RESULTS.md: about 6.7 %, 3.3 %
+    // once the next counter update is in; Zeus 16.6 %). Reported, not a target here.
+    report("square 100 ms", await score({ power: SQUARE, counterStepMs: 100 }, plans));
+  });
+
+  it("windows shorter than the counter step are sampled from the fused reading, with their bar", async () => {
+    const s = await score(
+      { power: steady(262), counterStepMs: 100 },
+      windowPlans(2_000, { minMs: 20, maxMs: 20, seed: 9 }),
+    );
+    bounded("steady 20 ms", s);
+    expect(s.sampled).toBe(s.windows);
+    expect(s.medianBarPct).toBeLessThanOrEqual(10);
+  });
+});
