@@ -89,6 +89,12 @@ export interface EnergyWire {
   power_min_w: number | null;
   power_max_w: number | null;
   power_range_ns: number;
+  /**
+   * interp_err_j bounds energy_j at the reading either way, the counter's staleness included (the
+   * agent fuses its counter with power): a client adds no staleness of its own. Absent from agents
+   * older than this field (then false: interp_err_j is the interpolation alone).
+   */
+  edge_bounded: boolean;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -191,5 +197,6 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     power_min_w: finite(b.power_min_w) ? b.power_min_w : null,
     power_max_w: finite(b.power_max_w) ? b.power_max_w : null,
     power_range_ns: finite(b.power_range_ns) ? b.power_range_ns : 0,
+    edge_bounded: b.edge_bounded === true,
   });
 }

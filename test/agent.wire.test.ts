@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parsePower } from "../src/wire.js";
+import { parseEnergy, parsePower } from "../src/wire.js";
 
 // The client side of /power, as the remote backend reads either agent (this one or Python's).
 
@@ -67,5 +67,38 @@ describe("parsePower", () => {
     const ours = { ...python02, agent: "giul-node/0.1.0", energy_j: 12.5, monotonic_ns: "123" };
     const r = parsePower(ours);
     expect(r.ok && r.value.exact).toBe(true);
+  });
+});
+
+describe("parseEnergy", () => {
+  const reading = {
+    agent: "giul-node/0.1.0",
+    gpu: 0,
+    backend: "nvml_counter",
+    energy_source: "counter",
+    energy_series: "s-1",
+    monotonic_ns: "123456789",
+    energy_j: 1000.5,
+    power_w: 250,
+    interp_err_j: 0.02,
+    read_ns: 30_000,
+    sample_index: 42,
+    faults_before: 0,
+    faults_after: 0,
+    counter_step_ns: 100e6,
+    period_ns: 10e6,
+    averaged_power: false,
+    wait_ns: 5e6,
+    power_min_w: 240,
+    power_max_w: 260,
+    power_range_ns: 2e9,
+  };
+
+  it("reads edge_bounded, and takes an agent without it for one that bounds the interpolation alone", () => {
+    const fused = parseEnergy({ ...reading, edge_bounded: true });
+    expect(fused.ok && fused.value.edge_bounded).toBe(true);
+    const older = parseEnergy(reading);
+    expect(older.ok).toBe(true);
+    expect(older.ok && older.value.edge_bounded).toBe(false);
   });
 });

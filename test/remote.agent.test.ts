@@ -38,7 +38,9 @@ const DEVICE0: DeviceSpec = {
   procs: [{ pid: 4242, usedMib: 2048, name: "vllm" }],
 };
 // Device 1: a card whose power a test steps at chosen instants (an in-process agent serves it).
-const sc = scenarioForThisProcess({ devices: [DEVICE0, { power: 100, counterStepMs: 10 }] });
+// Device 2: the same with a 100 ms counter step, as recent cards update theirs.
+const DEVICE2: DeviceSpec = { power: 100, counterStepMs: 100 };
+const sc = scenarioForThisProcess({ devices: [DEVICE0, { power: 100, counterStepMs: 10 }, DEVICE2] });
 
 // The Python stand-in's power: smooth, so that polling every 100 ms can follow it.
 const smooth = new Scenario({
@@ -186,7 +188,7 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
       for (const lateMs of [50, 150, 250, 400]) {
         const at = sc.nowMs() + 300;
         power.push([at - 20, 100], [at - 20, 400], [at + lateMs - 30, 400], [at + lateMs - 30, 100]);
-        sc.update({ devices: [DEVICE0, { counterStepMs: 10, power: [...power] }] });
+        sc.update({ devices: [DEVICE0, { counterStepMs: 10, power: [...power] }, DEVICE2] });
         const m = await Meter.forNode(node, { attribution: "exclusive" }).open();
         await sleep(300);
         const closing = m.close(); // the closing edge is taken now …
@@ -199,6 +201,43 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
         expect(e.method, e.reason ?? "").toBe("sampled");
         expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
       }
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("on a 100 ms counter step too, where the agent bounds its readings inside the steps by power", async () => {
+    const agent = await startAgent({ port: 0, gpus: [2], warn: () => {} });
+    try {
+      const node = remoteNode(agent.url, 2_000);
+      const power: PowerPoint[] = [[0, 100]];
+      for (const lateMs of [50, 150, 250, 400]) {
+        const at = sc.nowMs() + 300;
+        power.push([at - 20, 100], [at - 20, 400], [at + lateMs - 30, 400], [at + lateMs - 30, 100]);
+        sc.update({
+          devices: [DEVICE0, { power: 100, counterStepMs: 10 }, { ...DEVICE2, power: [...power] }],
+        });
+        const m = await Meter.forNode(node, { attribution: "exclusive" }).open();
+        await sleep(300);
+        const closing = m.close();
+        const until = Date.now() + lateMs;
+        while (Date.now() < until) {}
+        await closing;
+        const e = m.result();
+        const t = edges(m);
+        const truth = sc.energyJ(2, t.open, t.close) - (IDLE_W * Number(t.close - t.open)) / 1e9;
+        expect(e.method, e.reason ?? "").toBe("sampled");
+        expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
+      }
+      // A window shorter than the counter's step: measured, within its bar.
+      const m = await Meter.forNode(node, { attribution: "exclusive" }).open();
+      await sleep(30);
+      await m.close();
+      const e = m.result();
+      const t = edges(m);
+      const truth = sc.energyJ(2, t.open, t.close) - (IDLE_W * Number(t.close - t.open)) / 1e9;
+      expect(e.method, e.reason ?? "").toBe("sampled");
+      expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
     } finally {
       await agent.close();
     }

@@ -258,6 +258,7 @@ export class DeviceMonitor {
       power_min_w: range === null ? null : range.minMw / 1000,
       power_max_w: range === null ? null : range.maxMw / 1000,
       power_range_ns: POWER_RANGE_NS,
+      edge_bounded: r.bounded,
     });
   }
 }

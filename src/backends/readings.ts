@@ -54,8 +54,13 @@ export type EdgeReading =
       readonly valueMj: number;
       /** Power at the sample after the edge (mW; NaN when unknown). */
       readonly powerMw: number;
-      /** Largest error the interpolation can make (mJ). */
+      /** Largest error of valueMj either way (mJ): the interpolation, or the fused bound. */
       readonly interpErrMj: number;
+      /**
+       * interpErrMj includes a counter's staleness (the fused counter's edges): nothing lags. False
+       * where it is the interpolation alone.
+       */
+      readonly bounded: boolean;
       /** Longest read among the two samples (ns). */
       readonly readNs: number;
       /** Index of the sample before the edge. */

@@ -14,6 +14,7 @@ import { type EnergyWire, parseEnergy } from "../wire.js";
 import { getJson, httpFailure } from "./agent-client.js";
 import type { Edge, EdgeError, IntervalMeasurement, Track } from "./track.js";
 import {
+  AVERAGED_POWER_CAVEAT,
   COUNTER_READ_QUANTUM_MJ,
   counterEdgeErrMj,
   counterLagMj,
@@ -152,7 +153,9 @@ export class ExactTrack implements Track {
 
   /**
    * How far the agent's reading, moved back to the edge, can be from the card's energy at the edge:
-   * the agent's interpolation, the move (± power × lead), the whole-mJ read; and a counter's lag.
+   * the agent's bound at its reading (an agent that fuses its counter with power includes the
+   * counter's staleness in it), the move (± power × lead); an older agent's counter adds the
+   * whole-mJ read and a counter's lag.
    */
   edgeError(edge: Edge): EdgeError {
     if (!(edge instanceof RemoteEdge))
@@ -162,7 +165,8 @@ export class ExactTrack implements Track {
     if (r.power_w === null) return fail("the agent had no power reading at the edge");
     const lead = leadErrJ(r, edge, r.power_w);
     if (typeof lead === "string") return fail(lead);
-    if (r.energy_source !== "counter") return { ok: true, errJoules: r.interp_err_j + lead, lagJoules: 0 };
+    if (r.energy_source !== "counter" || r.edge_bounded)
+      return { ok: true, errJoules: r.interp_err_j + lead, lagJoules: 0 };
     const step = counterStep(r.counter_step_ns, r.period_ns);
     return {
       ok: true,
@@ -245,7 +249,10 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   const { a, b } = checked;
   const agentNs = Number(BigInt(b.monotonic_ns) - BigInt(a.monotonic_ns));
   const step = counterStep(b.counter_step_ns, b.period_ns);
-  if (b.energy_source === "counter") {
+  // Shorter than a step, a counter's difference is 0 or one step, unless the agent places energy
+  // inside the steps by power (a fused counter with instantaneous power).
+  const fused = a.edge_bounded && b.edge_bounded;
+  if (b.energy_source === "counter" && (!fused || b.averaged_power)) {
     const tooShort = tooShortForCounter(agentNs, step, msFixed);
     if (tooShort !== null) return { ok: false, reason: tooShort };
   }
@@ -261,8 +268,10 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   if (typeof leadB === "string") return fail(`closing edge: ${leadB}`);
   let uncertaintyJ = a.interp_err_j + b.interp_err_j + leadA + leadB;
   let caveat: string | null = null;
-  if (b.energy_source === "counter") {
-    // As on a local counter: each read is up to one step stale, and a whole number of mJ.
+  if (b.energy_source === "counter" && fused) {
+    if (b.averaged_power) caveat = AVERAGED_POWER_CAVEAT;
+  } else if (b.energy_source === "counter") {
+    // An older agent: each read is up to one step stale, and a whole number of mJ.
     const edgeMw = edgePower(meanW, a.power_w, b.power_w) * 1000;
     uncertaintyJ += counterEdgeErrMj(edgeMw, step.boundNs, a.read_ns, b.read_ns) / 1000;
   } else {

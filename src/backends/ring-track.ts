@@ -374,6 +374,7 @@ export class RingTrack implements Track, TrackReadings {
       valueMj: edge.value,
       powerMw: edge.powerMw,
       interpErrMj: edge.interpErrMj(),
+      bounded: true,
       readNs: edge.readNs,
       kA: edge.kA,
       faultsA,
