@@ -34,6 +34,8 @@ export class RingEdge implements Edge {
   errMj = 0;
   /** The fused reading's basis (fusion.ts Basis); -1 on an integral. */
   basis = -1;
+  /** The counter's value at the sample before the edge (NaN on an integral). */
+  counterA = Number.NaN;
   powerMw = 0;
   /** Longest read among the two bracketing samples (ns). */
   readNs = 0;
@@ -134,6 +136,7 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
   e.faultsB = faultsB;
   e.vA = vA;
   e.vB = vB;
+  e.counterA = column === "energy" ? vA : Number.NaN;
   e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
   e.readNs = Math.max(readB, s.readNs);
   const span = tB - s.t;

@@ -205,6 +205,13 @@ export class RingTrack implements Track, TrackReadings {
       const step = counterStep(ring.counterStepNs(), ring.periodNs());
       const tooShort = tooShortForCounter(to.t - from.t, step, msRounded);
       if (tooShort !== null) return { ok: false, reason: tooShort };
+      // No update of the counter between the two edges (a step not yet known to be longer).
+      if (from.counterA === to.counterA) {
+        return {
+          ok: false,
+          reason: `window of ${msRounded(to.t - from.t)} ms is shorter than the energy counter's update step: too short to measure`,
+        };
+      }
     }
 
     // One pass over the samples covering the span: gaps, and for an integral of power the error
