@@ -34,10 +34,9 @@ import {
   PowerReadings,
   SENSOR_MODELS,
   type SensorModel,
-  trapezoid,
 } from "./power-model.js";
 import { FLAG, type Sample, type SampleRing } from "./ring.js";
-import { anchorBound, stepGain } from "./uncertainty.js";
+import { anchorAfter, anchorBefore, anchorBound, stepGain } from "./uncertainty.js";
 
 /** What a ring's power readings are. */
 export type PowerKind = "instant" | "averaged";
@@ -63,8 +62,6 @@ export type FusedValue =
 const CONFIRM = 8;
 /** A step confirms CONTINUOUS when a held sensor would have been looser by this share of it. */
 const INFORMATIVE_SHARE = 0.02;
-/** How many anchors on each side of an edge are tried. */
-const ANCHORS_EACH_SIDE = 2;
 /**
  * A counter that changes at every read may be one that updates continuously (or far more often
  * than it is read): its value at a read is then as of an instant at most δ before the read. Each δ
@@ -122,6 +119,9 @@ export class CounterFusion {
   private steps = 0;
   private contradicted = false;
   private readonly bounds = { lo: 0, hi: 0 };
+  /** Sensor energy between two readings, by (first, model, count), valid while head is memoHead. */
+  private readonly memo = new Map<number, [number, number]>();
+  private memoHead = -1;
 
   constructor(ring: SampleRing, kind: PowerKind) {
     this.ring = ring;
@@ -231,63 +231,98 @@ export class CounterFusion {
     }
     let basis = this.basis();
     let r = this.bound(t, n, basis);
-    if (r !== null && r.lo > r.hi && basis !== COUNTER_ONLY) {
+    if (r.lo > r.hi && basis !== COUNTER_ONLY) {
       // The readings contradict the counter around this edge: bound it by the counter alone.
       basis = COUNTER_ONLY;
       r = this.bound(t, n, basis);
     }
-    if (r === null || !Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return { ok: false, pending: true };
+    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return { ok: false, pending: true };
     if (r.lo > r.hi) {
       return { ok: false, pending: false, reason: "the energy counter contradicts itself around the edge" };
     }
     // The estimate inside the bound (its middle without power to go by), and the bound's reach
     // from it either way.
     const mid = (r.lo + r.hi) / 2;
-    if (basis === COUNTER_ONLY) return { ok: true, valueMj: mid, errMj: (r.hi - r.lo) / 2, basis };
-    let x = this.estimate(t, n, basis);
-    if (!Number.isFinite(x)) x = mid;
-    x = Math.min(r.hi, Math.max(r.lo, x));
+    if (basis === COUNTER_ONLY || !Number.isFinite(r.estimate)) {
+      return { ok: true, valueMj: mid, errMj: (r.hi - r.lo) / 2, basis };
+    }
+    const x = Math.min(r.hi, Math.max(r.lo, r.estimate));
     return { ok: true, valueMj: x, errMj: Math.max(x - r.lo, r.hi - x), basis };
   }
 
   /**
-   * A point estimate of E(t): within the counter's step around t, the readings' integral from the
-   * update before, plus what the step's total says they missed, placed where the readings are
-   * unsure (the counter fixes the total, power the shape); past the newest update, its value plus
-   * the readings' integral since, times the sensor's gain. NaN when there is no update before t.
+   * Intersection of what the anchors around anchor n say of E(t), and a point estimate: within
+   * the counter's step around t, the readings' energy from the update before, plus what the step's
+   * total says they missed, placed where the readings are unsure (the counter fixes the total,
+   * power the shape); past the newest update, its value plus the readings' energy since.
    */
-  private estimate(t: number, n: number, basis: SensorModel): number {
+  private bound(t: number, n: number, basis: Basis): { lo: number; hi: number; estimate: number } {
     const seg = this.seg(n);
-    let a = -1;
-    let b = -1;
-    for (let j = n - 1; j <= n + 2; j++) {
-      if (j < this.anchorBase || j >= this.anchorBase + this.aValue.length || this.seg(j) !== seg) continue;
+    let lo = Number.NEGATIVE_INFINITY;
+    let hi = Number.POSITIVE_INFINITY;
+    const gain = basis === COUNTER_ONLY ? null : (this.evidence[basis] as Evidence);
+    const gLo = gain === null ? 0 : gain.gainLo;
+    const gHi = gain === null ? Number.POSITIVE_INFINITY : gain.gainHi;
+    // The nearest anchor wholly before t and wholly after it, for the estimate: value, the
+    // sensor's energy between it and t (its middle), and how unsure that is.
+    let leftV = Number.NaN;
+    let leftE = 0;
+    let leftW = 0;
+    let rightV = Number.NaN;
+    let rightE = 0;
+    let rightW = 0;
+    const last = this.anchorBase + this.aValue.length - 1;
+    for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
+      if (j < this.anchorBase || this.seg(j) !== seg) continue;
       const w = this.locked(j);
-      if (!Number.isFinite(w.lo)) continue;
-      const u = (w.lo + w.hi) / 2;
-      if (u <= t) a = j;
-      else if (b < 0) b = j;
+      // The anchors that can matter: n and the first after it, and their neighbours when their
+      // update may lie on the other side of t.
+      if (j === n - 1 && !(this.locked(n).hi > t)) continue;
+      if (j === n + 2 && !(this.locked(n + 1).lo < t)) continue;
+      const v = this.aValue[j - this.anchorBase] as number;
+      let low: number;
+      let high: number;
+      if (basis !== COUNTER_ONLY && w.hi <= t && Number.isFinite(w.lo)) {
+        // E(t) − V is the energy from the update to t: at least from the window's end, at most
+        // from its start (the window itself is one short piece).
+        this.sensorEnergy(w.hi, t, basis);
+        const aLo = this.bounds.lo;
+        const aHi = this.bounds.hi;
+        this.sensorEnergy(w.lo, w.hi, basis);
+        [low, high] = anchorBefore(v, aLo, aHi + this.bounds.hi, gLo, gHi);
+        leftV = v;
+        leftE = (aLo + aHi) / 2 + (this.bounds.lo + this.bounds.hi) / 4;
+        leftW = aHi - aLo;
+      } else if (basis !== COUNTER_ONLY && w.lo >= t) {
+        this.sensorEnergy(t, w.lo, basis);
+        const bLo = this.bounds.lo;
+        const bHi = this.bounds.hi;
+        this.sensorEnergy(w.lo, w.hi, basis);
+        [low, high] = anchorAfter(v, bLo, bHi + this.bounds.hi, gLo, gHi);
+        if (Number.isNaN(rightV)) {
+          rightV = v;
+          rightE = (bLo + bHi) / 2 + (this.bounds.lo + this.bounds.hi) / 4;
+          rightW = bHi - bLo;
+        }
+      } else {
+        const b = anchorBound(v, w, t, (x, y, end) => this.energy(x, y, basis, end), gLo, gHi);
+        low = b.lo;
+        high = b.hi;
+      }
+      if (low > lo) lo = low;
+      if (high < hi) hi = high;
     }
-    if (a < 0) return Number.NaN;
-    const wa = this.locked(a);
-    const ua = (wa.lo + wa.hi) / 2;
-    const va = (this.aValue[a - this.anchorBase] as number) + 0.5;
-    const e = this.evidence[basis] as Evidence;
-    if (b >= 0) {
-      const wb = this.locked(b);
-      const ub = (wb.lo + wb.hi) / 2;
-      const vb = (this.aValue[b - this.anchorBase] as number) + 0.5;
-      const whole = trapezoid(this.power, ua, ub);
-      energyBounds(this.power, ua, ub, basis, this.bounds);
-      const wAll = this.bounds.hi - this.bounds.lo;
-      energyBounds(this.power, ua, t, basis, this.bounds);
-      const wPart = this.bounds.hi - this.bounds.lo;
-      const part = trapezoid(this.power, ua, t);
-      if (wAll > 1e-9 && Number.isFinite(wAll)) return va + part + ((vb - va - whole) * wPart) / wAll;
-      // Where the readings are sure everywhere, the step's total scales them (their gain).
-      if (whole > 0) return va + ((vb - va) * trapezoid(this.power, ua, t)) / whole;
+    let estimate = Number.NaN;
+    if (gain !== null && !Number.isNaN(leftV)) {
+      const g = (gain.gainLo + gain.gainHi) / 2;
+      estimate = leftV + 0.5 + g * leftE;
+      if (!Number.isNaN(rightV) && Number.isFinite(leftW + rightW)) {
+        const missed = rightV - leftV - g * (leftE + rightE);
+        if (leftW + rightW > 1e-9) estimate += (missed * leftW) / (leftW + rightW);
+        else if (leftE + rightE > 0) estimate = leftV + 0.5 + ((rightV - leftV) * leftE) / (leftE + rightE);
+      }
     }
-    return va + ((e.gainLo + e.gainHi) / 2) * trapezoid(this.power, ua, t);
+    return { lo, hi, estimate };
   }
 
   /**
@@ -299,32 +334,8 @@ export class CounterFusion {
     const basis = this.basis();
     if (basis === COUNTER_ONLY) return null;
     const e = this.evidence[basis] as Evidence;
-    energyBounds(this.power, x, y, basis, this.bounds);
+    this.sensorEnergy(x, y, basis);
     return { lo: e.gainLo * this.bounds.lo, hi: e.gainHi * this.bounds.hi };
-  }
-
-  /** Intersection of what the anchors around anchor n say of E(t). */
-  private bound(t: number, n: number, basis: Basis): { lo: number; hi: number } | null {
-    const seg = this.seg(n);
-    let lo = Number.NEGATIVE_INFINITY;
-    let hi = Number.POSITIVE_INFINITY;
-    const gain = basis === COUNTER_ONLY ? null : (this.evidence[basis] as Evidence);
-    const energy = (x: number, y: number, end: "lo" | "hi") => this.energy(x, y, basis, end);
-    for (let j = n - ANCHORS_EACH_SIDE + 1; j <= n + ANCHORS_EACH_SIDE; j++) {
-      if (j < this.anchorBase || j >= this.anchorBase + this.aValue.length || this.seg(j) !== seg) continue;
-      const v = this.aValue[j - this.anchorBase] as number;
-      const b = anchorBound(
-        v,
-        this.locked(j),
-        t,
-        energy,
-        gain === null ? 0 : gain.gainLo,
-        gain === null ? Number.POSITIVE_INFINITY : gain.gainHi,
-      );
-      if (b.lo > lo) lo = b.lo;
-      if (b.hi < hi) hi = b.hi;
-    }
-    return Number.isFinite(lo) || Number.isFinite(hi) ? { lo, hi } : null;
   }
 
   /** One end of the sensor's energy over (x, y) under `basis` (COUNTER_ONLY: 0 to +∞). */
@@ -332,8 +343,43 @@ export class CounterFusion {
     if (!(y > x)) return 0;
     if (!Number.isFinite(x) || !Number.isFinite(y)) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
     if (basis === COUNTER_ONLY) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
-    energyBounds(this.power, x, y, basis, this.bounds);
+    this.sensorEnergy(x, y, basis);
     return end === "lo" ? this.bounds.lo : this.bounds.hi;
+  }
+
+  /**
+   * energyBounds over (x, y) into this.bounds, the part between the first and the last reading
+   * inside it memoized until the next sample: edges between the same two reads (a thousand windows
+   * closing together) share it, and only the two partial intervals at the ends are computed each.
+   */
+  private sensorEnergy(x: number, y: number, model: SensorModel): void {
+    const p = this.power;
+    if (p.head !== this.memoHead) {
+      this.memo.clear();
+      this.memoHead = p.head;
+    }
+    let i = p.indexAtOrBefore(x);
+    if (i < 0 || p.atOf(i) < x) i += 1;
+    const j = p.indexAtOrBefore(y);
+    if (i < Math.max(0, p.head - p.capacity) || j < i + 1) {
+      energyBounds(p, x, y, model, this.bounds);
+      return;
+    }
+    const key = (i * 4 + model) * 1e6 + (j - i);
+    let mid = this.memo.get(key);
+    if (mid === undefined) {
+      energyBounds(p, p.atOf(i), p.atOf(j), model, this.bounds);
+      mid = [this.bounds.lo, this.bounds.hi];
+      this.memo.set(key, mid);
+    }
+    let lo = mid[0];
+    let hi = mid[1];
+    energyBounds(p, x, p.atOf(i), model, this.bounds);
+    lo += this.bounds.lo;
+    hi += this.bounds.hi;
+    energyBounds(p, p.atOf(j), y, model, this.bounds);
+    this.bounds.lo += lo;
+    this.bounds.hi += hi;
   }
 
   private seg(n: number): number {

@@ -116,6 +116,19 @@ export class PowerReadings {
     return this.run[k % this.capacity] as number;
   }
 
+  /** The last reading held whose stamp is at or before `t`, or −1. */
+  indexAtOrBefore(t: number): number {
+    let a = Math.max(0, this.head - this.capacity);
+    let b = this.head - 1;
+    if (b < a || this.atOf(a) > t) return -1;
+    while (b > a) {
+      const mid = (a + b + 1) >> 1;
+      if (this.atOf(mid) <= t) a = mid;
+      else b = mid - 1;
+    }
+    return a;
+  }
+
   /** Whether reading k is still held. */
   held(k: number): boolean {
     return k >= 0 && k < this.head && k >= this.head - this.capacity;
@@ -214,42 +227,6 @@ export function energyBounds(
     out.lo += Math.max(0, span.min * len - slack);
     out.hi += span.max * len + slack;
   }
-}
-
-/**
- * The trapezoid integral of the readings over (x, y) (mJ; x > y gives the negative): the power
- * taken as linear between readings, and as the nearest reading beyond them. A point estimate, no
- * bound; NaN where a reading failed.
- */
-export function trapezoid(p: PowerReadings, x: number, y: number): number {
-  if (y < x) return -trapezoid(p, y, x);
-  if (!(y > x)) return 0;
-  const first = Math.max(0, p.head - p.capacity);
-  const last = p.head - 1;
-  if (last < first) return Number.NaN;
-  let a = first;
-  let b = last;
-  while (b - a > 1) {
-    const mid = (a + b) >> 1;
-    if (p.atOf(mid) <= x) a = mid;
-    else b = mid;
-  }
-  let sum = 0;
-  // Before the first reading and after the last: the nearest reading holds.
-  if (x < p.atOf(first)) sum += p.mwOf(first) * (Math.min(y, p.atOf(first)) - x);
-  for (let i = a; i < last; i++) {
-    const t0 = p.atOf(i);
-    const t1 = p.atOf(i + 1);
-    if (t0 >= y) break;
-    const from = Math.max(t0, x);
-    const to = Math.min(t1, y);
-    if (!(to > from)) continue;
-    const p0 = p.mwOf(i);
-    const slope = (p.mwOf(i + 1) - p0) / (t1 - t0);
-    sum += (p0 + slope * ((from + to) / 2 - t0)) * (to - from);
-  }
-  if (y > p.atOf(last)) sum += p.mwOf(last) * (y - Math.max(x, p.atOf(last)));
-  return sum / 1e9;
 }
 
 /** Closed counter steps remembered as evidence. */

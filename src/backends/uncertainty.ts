@@ -182,6 +182,38 @@ export function anchorBound(
 }
 
 /**
+ * anchorBound for an update wholly before `t` (mJ): the energy since is at least the sensor's least
+ * from the update window's end (`fromEndLo`), at most its most from the window's start
+ * (`fromStartHi`), times the gain range.
+ */
+export function anchorBefore(
+  valueMj: number,
+  fromEndLo: number,
+  fromStartHi: number,
+  gainLo: number,
+  gainHi: number,
+): [number, number] {
+  const q = COUNTER_READ_QUANTUM_MJ;
+  return [valueMj - q + gainLo * fromEndLo, valueMj + q + gainHi * fromStartHi];
+}
+
+/**
+ * anchorBound for an update wholly after `t` (mJ): the energy until it is at least the sensor's
+ * least to the update window's start (`toStartLo`), at most its most to the window's end
+ * (`toEndHi`), times the gain range.
+ */
+export function anchorAfter(
+  valueMj: number,
+  toStartLo: number,
+  toEndHi: number,
+  gainLo: number,
+  gainHi: number,
+): [number, number] {
+  const q = COUNTER_READ_QUANTUM_MJ;
+  return [valueMj - q - gainHi * toEndHi, valueMj + q - gainLo * toStartLo];
+}
+
+/**
  * The sensor gains a closed counter step allows (true power = gain × sensor): its difference
  * `dvMj` (to a read quantum at each end) lies between the least energy the sensor allows inside
  * the step (`innerMinMj`, from the latest first update to the earliest second one) and the most it
