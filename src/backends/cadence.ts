@@ -56,6 +56,30 @@ export class CounterCadence {
   private cacheKey: number[] = [];
   private version = 0;
 
+  /**
+   * For diagnosis: the fitted period range (ns), null when none fits yet or the cadence is
+   * irregular; whether it is; the median width of a change's read interval, and of a locked
+   * instant over the last changes (ns).
+   */
+  report(): {
+    periodNs: [number, number] | null;
+    irregular: boolean;
+    readIntervalNs: number;
+    lockedNs: number;
+  } {
+    const widths: number[] = [];
+    for (let i = Math.max(0, this.lo.length - FIT); i < this.lo.length; i++) {
+      const w = this.instant(i);
+      widths.push(w.hi - w.lo);
+    }
+    return {
+      periodNs: Number.isFinite(this.sLo) ? [this.sLo, this.sHi] : null,
+      irregular: this.irregular,
+      readIntervalNs: this.width,
+      lockedNs: median(widths),
+    };
+  }
+
   /** Changes held. */
   get length(): number {
     return this.lo.length;

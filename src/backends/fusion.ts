@@ -32,7 +32,7 @@ import {
   HOLD,
   HOLD_AVERAGED,
   PowerReadings,
-  SENSOR_MODELS,
+  SensorJudge,
   type SensorModel,
 } from "./power-model.js";
 import { FLAG, type Sample, type SampleRing } from "./ring.js";
@@ -58,10 +58,37 @@ export type FusedValue =
   | { readonly ok: false; readonly pending: true }
   | { readonly ok: false; readonly pending: false; readonly reason: string };
 
-/** Steps on which CONTINUOUS must be confirmed, once a held sensor is suspected. */
-const CONFIRM = 8;
-/** A step confirms CONTINUOUS when a held sensor would have been looser by this share of it. */
-const INFORMATIVE_SHARE = 0.02;
+/** Names of the bases, for reports. */
+const BASIS_NAMES: Readonly<Record<Basis, string>> = {
+  [CONTINUOUS]: "continuous sensor",
+  [HOLD]: "held sensor",
+  [HOLD_AVERAGED]: "held and averaging sensor",
+  [COUNTER_ONLY]: "counter alone",
+};
+
+/** What CounterFusion.report says. */
+export interface FusionReport {
+  /** How edges are bounded now. */
+  readonly basis: string;
+  /** The counter's cadence (cadence.ts report) and whether it is taken as of each read. */
+  readonly counter: {
+    readonly periodNs: [number, number] | null;
+    readonly irregular: boolean;
+    readonly readIntervalNs: number;
+    readonly lockedNs: number;
+    readonly changeEveryRead: boolean;
+  };
+  /** Share of power readings that differed from the one before (1: the sensor refreshes faster than reads). */
+  readonly powerChangedShare: number;
+  /** An upper bound on the sensor's refresh, and its shortest run of one value (ns). */
+  readonly refreshUpperNs: number;
+  readonly shortestRunNs: number;
+  /** The sensor's gain against the counter (true = gain × sensor), null without one. */
+  readonly gain: [number, number] | null;
+  /** Closed counter steps checked. */
+  readonly steps: number;
+}
+
 /**
  * A counter that changes at every read may be one that updates continuously (or far more often
  * than it is read): its value at a read is then as of an instant at most δ before the read. Each δ
@@ -114,10 +141,8 @@ export class CounterFusion {
   private lastRead = 0;
   private lastEnergy = Number.NaN;
   private processed = 0;
-  private readonly evidence = SENSOR_MODELS.map(() => new Evidence());
-  /** Closed steps checked, and whether the counter contradicted a continuous sensor. */
-  private steps = 0;
-  private contradicted = false;
+  /** Which reading of the power sensor the counter supports (power-model.ts). */
+  private readonly judge: SensorJudge;
   private readonly bounds = { lo: 0, hi: 0 };
   /** Sensor energy between two readings, by (first, model, count), valid while head is memoHead. */
   private readonly memo = new Map<number, [number, number]>();
@@ -127,6 +152,7 @@ export class CounterFusion {
     this.ring = ring;
     this.usePower = kind === "instant";
     this.power = new PowerReadings(ring.capacity);
+    this.judge = new SensorJudge(this.power);
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
   }
 
@@ -198,24 +224,23 @@ export class CounterFusion {
 
   /** The sensor model the counter supports now, or COUNTER_ONLY. */
   basis(): Basis {
-    if (!this.usePower || this.steps === 0) return COUNTER_ONLY;
-    const [continuous, hold, averaged] = this.evidence as [Evidence, Evidence, Evidence];
-    const suspect = this.power.repeatsSeen || this.contradicted;
-    if (continuous.consistent() && (!suspect || continuous.informativeCount >= CONFIRM)) return CONTINUOUS;
-    if (hold.consistent()) return HOLD;
-    if (averaged.consistent()) return HOLD_AVERAGED;
-    return COUNTER_ONLY;
+    if (!this.usePower) return COUNTER_ONLY;
+    return this.judge.basis() ?? COUNTER_ONLY;
   }
 
-  /** For diagnosis (giul-probe, gpu-check): what the readings have shown of the sensor. */
-  sensorReport(): { basis: Basis; refreshUpperNs: number; shortestRunNs: number; gain: [number, number] } {
+  /** For diagnosis (the GPU check): what the samples have shown of the counter and the sensor. */
+  report(): FusionReport {
+    this.update();
     const basis = this.basis();
-    const e = basis === COUNTER_ONLY ? null : (this.evidence[basis] as Evidence);
+    const e = basis === COUNTER_ONLY ? null : this.judge.evidence(basis);
     return {
-      basis,
+      basis: BASIS_NAMES[basis],
+      counter: { ...this.cadence.report(), changeEveryRead: Number.isFinite(this.freshDelta()) },
+      powerChangedShare: this.power.changes / Math.max(1, this.power.head),
       refreshUpperNs: this.power.refreshUpperNs,
       shortestRunNs: this.power.shortestRunNs,
-      gain: e === null ? [Number.NaN, Number.NaN] : [e.gainLo, e.gainHi],
+      gain: e === null ? null : [e.gainLo, e.gainHi],
+      steps: this.judge.steps,
     };
   }
 
@@ -260,7 +285,7 @@ export class CounterFusion {
     const seg = this.seg(n);
     let lo = Number.NEGATIVE_INFINITY;
     let hi = Number.POSITIVE_INFINITY;
-    const gain = basis === COUNTER_ONLY ? null : (this.evidence[basis] as Evidence);
+    const gain = basis === COUNTER_ONLY ? null : this.judge.evidence(basis);
     const gLo = gain === null ? 0 : gain.gainLo;
     const gHi = gain === null ? Number.POSITIVE_INFINITY : gain.gainHi;
     // The nearest anchor wholly before t and wholly after it, for the estimate: value, the
@@ -333,7 +358,7 @@ export class CounterFusion {
     this.update();
     const basis = this.basis();
     if (basis === COUNTER_ONLY) return null;
-    const e = this.evidence[basis] as Evidence;
+    const e = this.judge.evidence(basis);
     this.sensorEnergy(x, y, basis);
     return { lo: e.gainLo * this.bounds.lo, hi: e.gainHi * this.bounds.hi };
   }
@@ -433,33 +458,7 @@ export class CounterFusion {
     if (!Number.isFinite(a.lo)) return;
     const dv =
       (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
-    const widths: number[] = [];
-    const ranges: [number, number][] = [];
-    for (const model of SENSOR_MODELS) {
-      energyBounds(this.power, a.hi, b.lo, model, this.bounds);
-      const inner = this.bounds.lo;
-      energyBounds(this.power, a.lo, b.hi, model, this.bounds);
-      const outer = this.bounds.hi;
-      ranges.push([inner, outer]);
-      widths.push(outer - inner);
-    }
-    let counted = false;
-    for (const model of SENSOR_MODELS) {
-      const [inner, outer] = ranges[model] as [number, number];
-      if (!Number.isFinite(outer) || !(outer > 0)) continue;
-      const [gLo, gHi] = stepGain(dv, inner, outer);
-      const looser = widths[HOLD_AVERAGED] as number;
-      // Evidence for a continuous sensor counts where a held one would have been looser.
-      const informative =
-        model !== CONTINUOUS ||
-        !Number.isFinite(looser) ||
-        looser - (widths[CONTINUOUS] as number) > INFORMATIVE_SHARE * dv;
-      const e = this.evidence[model] as Evidence;
-      e.push(gLo, gHi, informative);
-      if (model === CONTINUOUS && !e.consistent()) this.contradicted = true;
-      counted = true;
-    }
-    if (counted) this.steps += 1;
+    this.judge.check(dv, a, b);
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {

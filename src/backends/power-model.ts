@@ -1,3 +1,5 @@
+import { stepGain } from "./uncertainty.js";
+
 /**
  * What the power readings of a ring say about the power between them, under one of three readings
  * of the sensor (SensorModel), for bounding energy inside the energy counter's steps (./fusion.ts).
@@ -57,6 +59,8 @@ export class PowerReadings {
   refreshUpperNs = Number.POSITIVE_INFINITY;
   /** The shortest run of identical readings between two changes (ns), for diagnosis. */
   shortestRunNs = Number.POSITIVE_INFINITY;
+  /** Readings that differed from the one before, for diagnosis. */
+  changes = 0;
 
   constructor(capacity: number) {
     this.capacity = capacity;
@@ -77,6 +81,7 @@ export class PowerReadings {
     const same = k > 0 && mw === prev; // NaN never equals: a failed read is a run of its own
     if (same) this.run[slot] = this.run[(k - 1) % this.capacity] as number;
     else {
+      this.changes += 1;
       const n = this.runBase + this.runStart.length;
       if (this.runStart.length > 0 && k > 0 && Number.isFinite(mw) && Number.isFinite(prev)) {
         const last = this.runStart.length - 1;
@@ -270,5 +275,81 @@ export class GainEvidence {
 
   consistent(): boolean {
     return this.count > 0 && this.gainLo <= this.gainHi;
+  }
+}
+
+/** Steps on which CONTINUOUS must be confirmed, once a held sensor is suspected. */
+const CONFIRM = 8;
+/** A step confirms CONTINUOUS when a held sensor would have been looser by this share of it. */
+const INFORMATIVE_SHARE = 0.02;
+
+/**
+ * Which reading of the power sensor the energy counter supports: every closed counter step is
+ * checked against each (the counter's difference must lie between the least energy the readings
+ * allow inside the step and the most over it, for one gain common to the recent steps), and the
+ * most trusting one not contradicted is chosen — CONTINUOUS only while nothing suggests a held
+ * sensor (repeated readings ending in a change, or the counter contradicting it) or, once
+ * something does, after it has been confirmed on CONFIRM steps where a held sensor would have been
+ * looser.
+ */
+export class SensorJudge {
+  private readonly power: PowerReadings;
+  private readonly byModel = SENSOR_MODELS.map(() => new GainEvidence());
+  private readonly bounds = { lo: 0, hi: 0 };
+  /** Closed steps checked, and whether the counter contradicted a continuous sensor. */
+  steps = 0;
+  private contradicted = false;
+
+  constructor(power: PowerReadings) {
+    this.power = power;
+  }
+
+  evidence(model: SensorModel): GainEvidence {
+    return this.byModel[model] as GainEvidence;
+  }
+
+  /** The sensor model the counter supports now; null before any step, or when none holds. */
+  basis(): SensorModel | null {
+    if (this.steps === 0) return null;
+    const [continuous, hold, averaged] = this.byModel as [GainEvidence, GainEvidence, GainEvidence];
+    const suspect = this.power.repeatsSeen || this.contradicted;
+    if (continuous.consistent() && (!suspect || continuous.informativeCount >= CONFIRM)) return CONTINUOUS;
+    if (hold.consistent()) return HOLD;
+    if (averaged.consistent()) return HOLD_AVERAGED;
+    return null;
+  }
+
+  /**
+   * Checks one closed step: the counter rose by `dvMj` between an update in `a` and the next in
+   * `b` (instants, ns).
+   */
+  check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): void {
+    const widths: number[] = [];
+    const ranges: [number, number][] = [];
+    for (const model of SENSOR_MODELS) {
+      energyBounds(this.power, a.hi, b.lo, model, this.bounds);
+      const inner = this.bounds.lo;
+      energyBounds(this.power, a.lo, b.hi, model, this.bounds);
+      const outer = this.bounds.hi;
+      ranges.push([inner, outer]);
+      widths.push(outer - inner);
+    }
+    let counted = false;
+    for (const model of SENSOR_MODELS) {
+      const [inner, outer] = ranges[model] as [number, number];
+      if (!Number.isFinite(outer) || !(outer > 0)) continue;
+      const [gLo, gHi] = stepGain(dvMj, inner, outer);
+      const looser = widths[HOLD_AVERAGED] as number;
+      // Evidence for a continuous sensor counts where a held one would have been looser.
+      const informative =
+        model !== CONTINUOUS ||
+        !Number.isFinite(looser) ||
+        looser - (widths[CONTINUOUS] as number) > INFORMATIVE_SHARE * dvMj;
+      const e = this.byModel[model] as GainEvidence;
+      e.push(gLo, gHi, informative);
+      if (model === CONTINUOUS && !e.consistent()) this.contradicted = true;
+      counted = true;
+    }
+    if (counted) this.steps += 1;
   }
 }

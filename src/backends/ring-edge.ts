@@ -1,7 +1,7 @@
 import type { CounterFusion, FusedValue } from "./fusion.js";
-import type { Sample, SampleRing } from "./ring.js";
+import { FLAG, type Sample, type SampleRing } from "./ring.js";
 import type { Edge } from "./track.js";
-import { interpolationErr } from "./uncertainty.js";
+import { interpolationErr, trapezoidErrMj } from "./uncertainty.js";
 
 /**
  * An edge over a ring of samples: captured at once (its instant and the ring's head), evaluated
@@ -148,4 +148,55 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
 export function fail(e: RingEdge, reason: string): void {
   e.state = FAILED;
   e.reason = reason;
+}
+
+/** What went wrong between samples `from` and `to`, from their flags (a window's reason). */
+export function describeFaults(
+  ring: SampleRing,
+  from: number,
+  to: number,
+  s: Sample,
+  describeError: (code: number) => string,
+): string {
+  const seen = new Set<string>();
+  for (let k = Math.max(from, ring.head() - ring.capacity); k <= to; k++) {
+    if (!ring.read(k, s)) continue;
+    if (s.flags & FLAG.COUNTER_BACKWARDS) seen.add("the energy counter went backwards (driver reload?)");
+    if (s.flags & FLAG.COUNTER_JUMP)
+      seen.add("the energy counter jumped faster than any card draws (driver reload?)");
+    if (s.flags & FLAG.READ_FAILED) seen.add(`a read failed: ${describeError(s.error)}`);
+  }
+  const what = seen.size > 0 ? [...seen].join("; ") : "the sampler recorded a fault";
+  return `inside the window ${what}`;
+}
+
+/**
+ * One pass over samples kFrom..kTo: the largest interval between two of them (ns), the error a
+ * trapezoid of their power can make in between (mJ), and their least and most power (mW).
+ */
+export function samplesBetween(
+  ring: SampleRing,
+  kFrom: number,
+  kTo: number,
+  s: Sample,
+): { maxGap: number; trapezoidMj: number; pMin: number; pMax: number } {
+  let maxGap = 0;
+  let trapezoidMj = 0;
+  let pMin = Number.POSITIVE_INFINITY;
+  let pMax = Number.NEGATIVE_INFINITY;
+  let prevT = Number.NaN;
+  let prevP = Number.NaN;
+  for (let k = Math.max(kFrom, ring.head() - ring.capacity); k <= kTo; k++) {
+    if (!ring.read(k, s)) continue;
+    if (!Number.isNaN(prevT)) {
+      const dt = s.t - prevT;
+      if (dt > maxGap) maxGap = dt;
+      trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
+    }
+    prevT = s.t;
+    prevP = s.powerMw;
+    if (s.powerMw < pMin) pMin = s.powerMw;
+    if (s.powerMw > pMax) pMax = s.powerMw;
+  }
+  return { maxGap, trapezoidMj, pMin, pMax };
 }

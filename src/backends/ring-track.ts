@@ -1,8 +1,17 @@
 import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
-import { COUNTER_ONLY, CounterFusion } from "./fusion.js";
+import { COUNTER_ONLY, CounterFusion, type FusionReport } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
-import { FLAG, type RingSource, type Sample, type SampleRing } from "./ring.js";
-import { type EdgeContext, fail as failEdge, PENDING, RESOLVED, RingEdge, resolveEdge } from "./ring-edge.js";
+import type { RingSource, Sample, SampleRing } from "./ring.js";
+import {
+  describeFaults,
+  type EdgeContext,
+  fail as failEdge,
+  PENDING,
+  RESOLVED,
+  RingEdge,
+  resolveEdge,
+  samplesBetween,
+} from "./ring-edge.js";
 import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
 import {
   AVERAGED_POWER_CAVEAT,
@@ -11,7 +20,6 @@ import {
   fusedSpan,
   msRounded,
   tooShortForCounter,
-  trapezoidErrMj,
 } from "./uncertainty.js";
 
 /**
@@ -214,27 +222,7 @@ export class RingTrack implements Track, TrackReadings {
       }
     }
 
-    // One pass over the samples covering the span: gaps, and for an integral of power the error
-    // that a trapezoid can make between samples.
-    let maxGap = 0;
-    let trapezoidMj = 0;
-    let pMin = Number.POSITIVE_INFINITY;
-    let pMax = Number.NEGATIVE_INFINITY;
-    const first = Math.max(from.kA, ring.head() - ring.capacity);
-    let prevT = Number.NaN;
-    let prevP = Number.NaN;
-    for (let k = first; k <= to.kB; k++) {
-      if (!ring.read(k, s)) continue;
-      if (!Number.isNaN(prevT)) {
-        const dt = s.t - prevT;
-        if (dt > maxGap) maxGap = dt;
-        if (!energy) trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
-      }
-      prevT = s.t;
-      prevP = s.powerMw;
-      if (s.powerMw < pMin) pMin = s.powerMw;
-      if (s.powerMw > pMax) pMax = s.powerMw;
-    }
+    const { maxGap, trapezoidMj, pMin, pMax } = samplesBetween(ring, from.kA, to.kB, s);
     const samples = Math.max(0, to.kA - from.kB + 1);
     let grossMj = to.value - from.value;
     let uncertaintyMj = from.errMj + to.errMj;
@@ -275,20 +263,8 @@ export class RingTrack implements Track, TrackReadings {
     const b = to as RingEdge;
     let spreadMj = 0;
     if (this.source.column === "integral") {
-      const ring = a.ring;
-      const s = this.scratch;
-      let pMin = Number.POSITIVE_INFINITY;
-      let pMax = Number.NEGATIVE_INFINITY;
-      let prevT = Number.NaN;
-      let prevP = Number.NaN;
-      for (let k = Math.max(a.kA, ring.head() - ring.capacity); k <= b.kB; k++) {
-        if (!ring.read(k, s)) continue;
-        if (!Number.isNaN(prevT)) spreadMj += trapezoidErrMj(prevP, s.powerMw, s.t - prevT);
-        prevT = s.t;
-        prevP = s.powerMw;
-        if (s.powerMw < pMin) pMin = s.powerMw;
-        if (s.powerMw > pMax) pMax = s.powerMw;
-      }
+      const { trapezoidMj, pMin, pMax } = samplesBetween(a.ring, a.kA, b.kB, this.scratch);
+      spreadMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax))
         spreadMj += averagingErrMj(pMin, pMax, (b.t - a.t) / 1e9);
     }
@@ -323,7 +299,12 @@ export class RingTrack implements Track, TrackReadings {
       return { ok: false, reason: "the window outlived the sampler's history" };
     }
     if (to.faultsB > from.faultsA)
-      return { ok: false, reason: this.describeFaults(from.ring, from.kA + 1, to.kB) };
+      return {
+        ok: false,
+        reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, (c) =>
+          this.source.describeError(c),
+        ),
+      };
     return OK;
   }
 
@@ -345,6 +326,12 @@ export class RingTrack implements Track, TrackReadings {
       faults: s.faults,
       generation: this.generation,
     };
+  }
+
+  /** What the running ring's fused counter has seen of the card (diagnosis); null without one. */
+  fusionReport(): FusionReport | null {
+    const ring = this.ring;
+    return ring === null ? null : (this.fusionOf(ring)?.report() ?? null);
   }
 
   /** What the running ring is: its column, period and counter step; null when none runs. */
@@ -412,20 +399,6 @@ export class RingTrack implements Track, TrackReadings {
 
   private readAt(ring: SampleRing, k: number): Sample | null {
     return ring.read(k, this.scratch2) ? this.scratch2 : null;
-  }
-
-  private describeFaults(ring: SampleRing, from: number, to: number): string {
-    const s = this.scratch;
-    const seen = new Set<string>();
-    for (let k = Math.max(from, ring.head() - ring.capacity); k <= to; k++) {
-      if (!ring.read(k, s)) continue;
-      if (s.flags & FLAG.COUNTER_BACKWARDS) seen.add("the energy counter went backwards (driver reload?)");
-      if (s.flags & FLAG.COUNTER_JUMP)
-        seen.add("the energy counter jumped faster than any card draws (driver reload?)");
-      if (s.flags & FLAG.READ_FAILED) seen.add(`a read failed: ${this.source.describeError(s.error)}`);
-    }
-    const what = seen.size > 0 ? [...seen].join("; ") : "the sampler recorded a fault";
-    return `inside the window ${what}`;
   }
 
   /** Tries to evaluate a pending edge from the samples present now. */
