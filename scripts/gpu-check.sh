@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one prepared check for a machine with a real NVIDIA GPU (a session that draws one runs it
-# through the device tool: `bash scripts/gpu-check.sh`, with timeout_s around 400).
+# through the device tool: `bash scripts/gpu-check.sh`, with timeout_s around 540).
 # It builds, runs the real-hardware parts of the suite, asks giul-probe what the host supports,
 # and meters the same windows through every backend against the card's own counter.
 # Everything it prints also goes under $OUT (when set) to come back.
@@ -12,12 +12,40 @@ exec > >(tee "$out/gpu-check.log") 2>&1
 
 echo "== machine"; nvidia-smi -L || true; nproc; node --version
 echo "== build"
-npm ci --no-audit --no-fund >"$out/npm-ci.log" 2>&1 || { echo "npm ci failed"; tail -30 "$out/npm-ci.log"; exit 1; }
+if [ "${GIUL_GPU_CHECK_SKIP_INSTALL:-}" = "1" ]; then
+  echo "skipped (GIUL_GPU_CHECK_SKIP_INSTALL=1: a dry run on the build already here)"
+else
+  npm ci --no-audit --no-fund >"$out/npm-ci.log" 2>&1 || { echo "npm ci failed"; tail -30 "$out/npm-ci.log"; exit 1; }
+fi
 echo "== giul-probe"
 node dist/cli/probe.js
 node dist/cli/probe.js --json >"$out/probe.json"
-echo "== backends side by side (idle card unless something else runs)"
+# A known load, needing only the driver: libcuda.so.1 opened at run time, a busy kernel from PTX
+# text (the driver compiles it), 150 ms busy / 250 ms idle. Without a CUDA driver it says so and
+# the checks below meter the card as it is.
+echo "== known load (bench/gpu-load.c)"
+load=""
+if cc -O2 -o "$out/gpu-load" bench/gpu-load.c -ldl 2>"$out/gpu-load-cc.log"; then
+  load="$out/gpu-load"
+  if ! "$load" --seconds 1 >/dev/null; then
+    echo "the load cannot run here: the card is metered as it is"
+    load=""
+  fi
+else
+  echo "cannot compile bench/gpu-load.c:"; tail -5 "$out/gpu-load-cc.log"
+fi
+echo "== backends side by side, under the load"
+loadpid=""
+if [ -n "$load" ]; then
+  "$load" --seconds 45 >"$out/gpu-load-hardware.log" 2>&1 &
+  loadpid=$!
+fi
 node bench/hardware.js --reps 5 --json "$out/hardware.json"
+# Only the load (a bare `wait` would also wait for the tee above).
+[ -n "$loadpid" ] && wait "$loadpid"
+echo "== the fused counter under the load: the counter's step, the power sensor's refresh, and the"
+echo "   same windows fused, as the counter alone (Zeus) and as the integral of power"
+node bench/fusion-hw.js --seconds 60 ${load:+--load "$load"} --json "$out/fusion-hw.json" | tee "$out/fusion-hw.md"
 echo "== the Meter benchmark on real NVML (sampler CPU includes the driver's cost here)"
 node --expose-gc bench/meter.js --quick --real 2>&1 | tee "$out/bench-meter.md"
 echo "== done"
