@@ -4,8 +4,14 @@ import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 // A card whose counter updates only every 100 ms, and then misbehaves: the counter jumps (driver
 // reload) or goes back. Each window must degrade honestly, with the reason, and never throw.
+// (Device 1: the same counter on a card whose only power is a 1 s average.)
 
-const sc = scenarioForThisProcess({ devices: [{ power: 300, counterStepMs: 100 }] });
+const sc = scenarioForThisProcess({
+  devices: [
+    { power: 300, counterStepMs: 100 },
+    { power: 300, counterStepMs: 100, instantField: false, powerMode: "average" },
+  ],
+});
 const { Meter } = await import("../src/index.js");
 
 const ready = nativeReady();
@@ -14,30 +20,43 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const node = { name: "coarse", idleW: 50 };
 
 describe.runIf(ready)("a coarse or faulty energy counter", () => {
-  it("a window shorter than the counter's step is not reported as a measurement", async () => {
-    // let the sampler see the counter change a few times so it knows the step
-    const warm = await Meter.forNode(node).open();
+  it("a window shorter than the counter's step: measured from the power read beside the counter, or not at all with averaged power only", async () => {
+    const averaged = { name: "coarse-averaged", gpuIndex: 1, idleW: 50 };
+    // let the samplers see the counter change a few times
+    const warm = await Promise.all([Meter.forNode(node).open(), Meter.forNode(averaged).open()]);
     await sleep(450);
-    await warm.close();
-    expect(warm.result().method).toBe("sampled");
+    await Promise.all(warm.map((m) => m.close()));
+    for (const m of warm) expect(m.result().method).toBe("sampled");
 
     // A window of ~20 ms; a loaded machine can stretch it, so take the first of a few tries whose
     // own edges are well inside one 100 ms step (the case under test).
-    for (let attempt = 0; ; attempt++) {
-      const m = await Meter.forNode(node, { joulesPer1kHint: 3000 }).open();
-      await sleep(20);
-      await m.close();
-      const t = m.edgeTimes();
-      if (t.open === null || t.close === null) throw new Error("window has no edges");
-      if (Number(t.close - t.open) / 1e6 >= 50) {
-        if (attempt < 20) continue;
-        throw new Error("no window shorter than 50 ms in 20 tries");
+    for (const [n, fused] of [
+      [node, true],
+      [averaged, false],
+    ] as const) {
+      for (let attempt = 0; ; attempt++) {
+        const m = await Meter.forNode(n, { joulesPer1kHint: 3000 }).open();
+        await sleep(20);
+        await m.close();
+        const t = m.edgeTimes();
+        if (t.open === null || t.close === null) throw new Error("window has no edges");
+        if (Number(t.close - t.open) / 1e6 >= 50) {
+          if (attempt < 20) continue;
+          throw new Error("no window shorter than 50 ms in 20 tries");
+        }
+        const e = m.result({ tokens: 2 });
+        if (fused) {
+          // Instantaneous power places the energy inside the counter's step: a measurement, within its bar.
+          const truth = sc.energyJ(0, t.open, t.close) - (50 * Number(t.close - t.open)) / 1e9;
+          expect(e.method, e.reason ?? "").toBe("sampled");
+          expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
+        } else {
+          expect(e.method).toBe("estimated");
+          expect(e.joules).toBe(6);
+          expect(e.reason).toMatch(/shorter than the energy counter's update step \(~\d+/);
+        }
+        break;
       }
-      const e = m.result({ tokens: 2 });
-      expect(e.method).toBe("estimated");
-      expect(e.joules).toBe(6);
-      expect(e.reason).toMatch(/shorter than the energy counter's update step \(~\d+/);
-      break;
     }
   });
 

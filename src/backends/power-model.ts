@@ -253,6 +253,8 @@ export class GainEvidence {
   gainHi = 0;
   /** Steps among the last EVIDENCE on which this reading made a difference. */
   informativeCount = 0;
+  /** No one gain has suited the steps at some point. */
+  private contradicted = false;
 
   push(lo: number, hi: number, informative: boolean): void {
     const slot = this.count % EVIDENCE;
@@ -271,10 +273,16 @@ export class GainEvidence {
     this.gainLo = gLo;
     this.gainHi = gHi;
     this.informativeCount = inf;
+    if (!(gLo <= gHi)) this.contradicted = true;
   }
 
+  /**
+   * One gain suits the last steps, and always has: a reading the counter has contradicted once is
+   * not trusted again on this run of the sampler (a held sensor can look continuous for a while).
+   */
   consistent(): boolean {
-    return this.count > 0 && this.gainLo <= this.gainHi;
+    if (this.count > 0 && !(this.gainLo <= this.gainHi)) this.contradicted = true;
+    return this.count > 0 && !this.contradicted;
   }
 }
 
