@@ -10,7 +10,18 @@ import { scenarioForThisProcess } from "./fakes/scenario.js";
 // one that is down, one that dies mid-answer or sends nothing, a slow client (backpressure reaches
 // the upstream; nothing is buffered), one that stops reading, and requests over the limits.
 
-const sc = scenarioForThisProcess({ devices: [{ power: 300, counterStepMs: 10 }] });
+const sc = scenarioForThisProcess({
+  devices: [
+    { power: 300, counterStepMs: 10 },
+    {
+      power: 300,
+      procs: [
+        { pid: 4242, usedMib: 20_000, name: "vllm" },
+        { pid: 777, usedMib: 4_000, name: "trainer" },
+      ],
+    },
+  ],
+});
 const { startProxy } = await import("../src/proxy/server.js");
 const { startStub } = await import("./fakes/openai-stub.mjs");
 type ProxyRecord = import("../src/proxy/record.js").ProxyRecord;
@@ -182,6 +193,30 @@ describe.runIf(ready)("giul-proxy faults", () => {
       (client as ClientRequest | null)?.destroy();
     }
   }, 30_000);
+
+  it("a tenant on the card (the node's servingMatch): the answer is labelled contended, not sampled", async () => {
+    const shared = await startProxy({
+      upstream: stub.url,
+      node: { name: "shared", gpuIndex: 1, idleW: 60, servingMatch: "vllm" },
+      port: 0,
+      adminPort: null,
+      onRecord,
+    });
+    try {
+      const r = await raw(shared.url, "/v1/chat/completions", {
+        body: chat({ stub: { ttft_ms: 50 } }),
+        headers: { "x-request-id": "tenant-1" },
+      });
+      expect(r.headers["x-energy-method"]).toBe("unknown");
+      expect(r.headers["x-energy-joules"]).toBeUndefined();
+      const record = await recordOf("tenant-1");
+      expect(record).toMatchObject({ contended: true, contention_checked: true, joules: null });
+      expect(record.contended_by.map((p) => p.pid)).toEqual([777]);
+      expect(record.measured_joules as number).toBeGreaterThan(0);
+    } finally {
+      await shared.close();
+    }
+  });
 
   it("limits: a body over maxBodyBytes is 413, a head over maxHeaderBytes 431, an upgrade 501; none reach the upstream", async () => {
     const before = stub.requests.size;
