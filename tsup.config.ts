@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup";
 
-// The library in two module formats, and the two command-line tools (bin: giul-probe, giul-agent)
-// as ESM only, which is all their bin entries run. `shims` gives the CommonJS build an
+// The library in two module formats, and the command-line tools (bin: giul-probe, giul-agent,
+// giul-proxy) as ESM only, which is all their bin entries run. `shims` gives the CommonJS build an
 // `import.meta.url`, which src/binding.ts uses to find the package root (build/ and prebuilds/).
 // No source maps: the published files are the bundles and their types. No `clean` either (the two
 // builds run at once and would clean each other's output): `npm run build:ts` empties dist/ first.
@@ -16,14 +16,24 @@ const common = {
 
 export default defineConfig([
   {
+    // The library's CommonJS build (require("giul")): one file.
     ...common,
     entry: { index: "src/index.ts" },
-    format: ["esm", "cjs"],
+    format: ["cjs"],
     dts: { entry: { index: "src/index.ts" } },
   },
   {
+    // The library's ESM build and the tools, in one build: the code they share is bundled once,
+    // in dist/chunk-*.js, instead of again in each tool.
     ...common,
-    entry: { "cli/probe": "src/cli/probe.ts", "cli/agent": "src/cli/agent.ts" },
+    entry: {
+      index: "src/index.ts",
+      "cli/probe": "src/cli/probe.ts",
+      "cli/agent": "src/cli/agent.ts",
+      "cli/proxy": "src/cli/proxy.ts",
+    },
     format: ["esm"],
+    dts: { entry: { index: "src/index.ts" } },
+    splitting: true,
   },
 ]);
