@@ -18,9 +18,9 @@ export default defineConfig([
   {
     // The library's CommonJS build (require("giul")): one file.
     ...common,
-    entry: { index: "src/index.ts" },
+    entry: { index: "src/index.ts", testing: "src/testing.ts" },
     format: ["cjs"],
-    dts: { entry: { index: "src/index.ts" } },
+    dts: { entry: { index: "src/index.ts", testing: "src/testing.ts" } },
   },
   {
     // The library's ESM build and the tools, in one build: the code they share is bundled once,
@@ -28,12 +28,13 @@ export default defineConfig([
     ...common,
     entry: {
       index: "src/index.ts",
+      testing: "src/testing.ts",
       "cli/probe": "src/cli/probe.ts",
       "cli/agent": "src/cli/agent.ts",
       "cli/proxy": "src/cli/proxy.ts",
     },
     format: ["esm"],
-    dts: { entry: { index: "src/index.ts" } },
+    dts: { entry: { index: "src/index.ts", testing: "src/testing.ts" } },
     splitting: true,
   },
 ]);

@@ -66,7 +66,9 @@ const check = createRequire(import.meta.url)("../scripts/check-prebuilds.cjs") a
 const HOST = `${process.platform}-${process.arch}`;
 
 /** The most a tarball may weigh: packed (gzip) and unpacked, in bytes. */
-const BUDGET = { packed: 450_000, unpacked: 1_300_000 };
+// Grown with giul-proxy and giul/testing (was 450,000 / 1,300,000 with two tools and no subpath);
+// still far under what source maps and duplicated CLI bundles cost before (563,412 / 2,088,369).
+const BUDGET = { packed: 520_000, unpacked: 1_500_000 };
 
 let tarball: string;
 let work: string;
@@ -104,6 +106,10 @@ function expectedFiles(): string[] {
     "dist/index.d.cts",
     "dist/index.d.ts",
     "dist/index.js",
+    "dist/testing.cjs",
+    "dist/testing.d.cts",
+    "dist/testing.d.ts",
+    "dist/testing.js",
     ...native,
     "package.json",
     "prebuilds/linux-arm64/giul.glibc.node",

@@ -1,5 +1,6 @@
 import type { CardReader } from "../backends/card.js";
 import type { BackendDescriptor, CardCapabilities } from "../backends/descriptor.js";
+import { simulationGeneration } from "../backends/simulated.js";
 import type { Track } from "../backends/track.js";
 import { Backoff } from "../backoff.js";
 import { debug } from "../debug.js";
@@ -41,6 +42,8 @@ interface CacheEntry {
   readonly selection: Promise<Selection>;
   /** Date.now() after which a failed probe is tried again. */
   retryAt: number;
+  /** simulationGeneration() when probed. */
+  readonly simulation: number;
   /** Failed probes of this card in a row: 5 s, 10 s, … up to 5 min before the next. */
   readonly backoff: Backoff;
 }
@@ -51,7 +54,7 @@ const cache = new Map<string, CacheEntry>();
 export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
   const raw = env.GIUL_BACKEND;
   if (raw === undefined || raw === "") return null;
-  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || raw === "remote_agent") {
+  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || raw === "remote_agent" || raw === "simulated") {
     throw new GiulError(
       "INVALID_OPTION",
       `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, smi_sampler, none`,
@@ -68,11 +71,14 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
     : `remote:${node.powerEndpoint ?? ""}:${node.timeoutMs}`;
   const now = Date.now();
   const hit = cache.get(key);
-  if (hit && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
+  // A simulated card declared or withdrawn since (giul/testing) makes a local choice stale.
+  const fresh = !node.isLocal || hit?.simulation === simulationGeneration();
+  if (hit && fresh && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
 
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
     retryAt: 0,
+    simulation: simulationGeneration(),
     backoff: hit ? hit.backoff : new Backoff(5_000, 300_000),
   };
   const selection = probe(node, forced).then((sel) => {
