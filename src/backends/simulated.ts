@@ -115,30 +115,23 @@ class SimulatedSource implements RingSource {
 }
 
 /** A simulated card has no processes and no memory to report: it is always free. */
+const SIMULATED_INFO = Object.freeze({
+  name: "simulated card",
+  memoryTotalMib: null,
+  memoryUsedMib: null,
+  memoryFreeMib: null,
+  utilizationPct: null,
+  powerW: null,
+});
 const simulatedReader: CardReader = {
   async readProcesses() {
     return { ok: true, tNs: process.hrtime.bigint(), processes: [] };
   },
   async readInfo() {
-    return ok({
-      name: "simulated card",
-      memoryTotalMib: null,
-      memoryUsedMib: null,
-      memoryFreeMib: null,
-      utilizationPct: null,
-      powerW: null,
-    });
+    return ok(SIMULATED_INFO);
   },
   async readState() {
-    return ok({
-      name: "simulated card",
-      memoryTotalMib: null,
-      memoryUsedMib: null,
-      memoryFreeMib: null,
-      utilizationPct: null,
-      powerW: null,
-      computeApps: [],
-    });
+    return ok({ ...SIMULATED_INFO, computeApps: [] });
   },
 };
 
