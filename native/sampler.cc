@@ -63,6 +63,18 @@ void Sampler::Join() {
   }
 }
 
+bool Sampler::WaitFinished(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return wake_.wait_until(lock, deadline,
+                          [this] { return finished_.load(std::memory_order_acquire); });
+}
+
+void Sampler::Abandon() {
+  if (thread_.joinable()) {
+    thread_.detach();
+  }
+}
+
 uint64_t Sampler::AddReference(int period_ms) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t id = next_id_++;
@@ -140,7 +152,11 @@ void Sampler::Run() {
   ring_->BeginWrite();
   ring_->header(RingLayout::kState) = RingLayout::kStopped;
   ring_->EndWrite();
-  finished_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_.store(true, std::memory_order_release);
+  }
+  wake_.notify_all();  // WaitFinished
 }
 
 /// What one tick read, and the first thing that went wrong while reading it.
@@ -181,9 +197,12 @@ struct Sampler::TickReads {
 void Sampler::Tick() {
   TickReads reads;
   reads.started = MonotonicNs();
-  if (OpenDevice(reads)) {
+  // Asked to stop while a call was in progress (a slow or stuck driver): make no further call.
+  if (OpenDevice(reads) && !Stopping()) {
     ReadCounter(reads);
-    ReadPower(reads);
+    if (!Stopping()) {
+      ReadPower(reads);
+    }
   }
   reads.finished = MonotonicNs();
   const int64_t t = reads.StampNs() - epoch_ns_;

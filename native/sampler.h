@@ -37,11 +37,17 @@ class Sampler {
 
   /// Starts the thread; throws std::system_error when it cannot be created.
   void Start();
-  /// Sets the stop flag and wakes the thread; it exits after the read in progress, if any.
+  /// Sets the stop flag and wakes the thread; it exits after the NVML call in progress, if any,
+  /// making no further call.
   void RequestStop();
   /// True once the thread function has returned (join() then does not block).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
   void Join();
+  /// Waits until the thread has finished or `deadline` has passed; whether it finished.
+  bool WaitFinished(std::chrono::steady_clock::time_point deadline);
+  /// Lets the thread go without joining it (one stuck in a driver call at exit). The caller keeps
+  /// this object alive for good: the thread still uses it when its call returns.
+  void Abandon();
 
   /// Reference bookkeeping; the registry serialises these under its own lock.
   uint64_t AddReference(int period_ms);
@@ -70,6 +76,7 @@ class Sampler {
   /// One sample: open the device, read the counter, read power, check the counter, integrate
   /// power, tally faults, publish into the ring. Each step below is one of these.
   void Tick();
+  bool Stopping() const { return stop_.load(std::memory_order_acquire); }
   /// Gets the device handle once; true when the thread has one.
   bool OpenDevice(TickReads& reads);
   /// Reads the energy counter (mJ), learning whether the card has one.

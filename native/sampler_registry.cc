@@ -1,16 +1,26 @@
 #include "sampler_registry.h"
 
+#include <chrono>
 #include <new>
 #include <system_error>
+
+#include "call_pool.h"
 
 namespace giul {
 namespace {
 
-// Stops and joins the threads still running when the process exits (return from main, exit(),
-// process.exit()), before the runtime tears down what they use.
+// Stops the threads still running when the process exits (return from main, exit(),
+// process.exit()), before the runtime tears down what they use; and tells the NVML call threads
+// that a call finishing from now on has nobody to answer.
 struct ShutdownAtExitGuard {
-  ShutdownAtExitGuard() { SamplerRegistry::Instance(); }
-  ~ShutdownAtExitGuard() { SamplerRegistry::Instance().ShutdownAtExit(); }
+  ShutdownAtExitGuard() {
+    SamplerRegistry::Instance();
+    CallPool::Instance();
+  }
+  ~ShutdownAtExitGuard() {
+    CallPool::MarkExiting();
+    SamplerRegistry::Instance().ShutdownAtExit();
+  }
 };
 const ShutdownAtExitGuard kShutdownAtExit;
 
@@ -103,8 +113,21 @@ void SamplerRegistry::ShutdownAtExit() {
   for (auto& sampler : all) {
     sampler->RequestStop();
   }
+  // A thread between ticks or in a normal call stops within microseconds. One inside a driver
+  // call that does not return (a hung GPU, 20 s per call) cannot be interrupted, and joining it
+  // would hold the exit as long as the call: after the wait it is detached instead, and its
+  // sampler (ring, event log, library) is kept for good, so that whatever the thread touches
+  // when its call returns is still there until the process is gone. It makes no further NVML
+  // call once asked to stop.
+  const auto deadline = std::chrono::steady_clock::now() + kExitWait;
   for (auto& sampler : all) {
-    sampler->Join();
+    if (sampler->WaitFinished(deadline)) {
+      sampler->Join();
+    } else {
+      sampler->Abandon();
+      std::lock_guard<std::mutex> lock(mutex_);
+      abandoned_.push_back(sampler);
+    }
   }
 }
 

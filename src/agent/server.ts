@@ -122,7 +122,14 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
         clockOffsetNs: options.clockOffsetNs ?? 0n,
       }),
   );
-  await Promise.all(monitors.map((m) => m.start()));
+  // The card probes do not keep the event loop alive (a Meter never waits on a driver that does
+  // not answer); the agent does wait for them before it listens.
+  const keepAlive = setInterval(() => {}, 60_000);
+  try {
+    await Promise.all(monitors.map((m) => m.start()));
+  } finally {
+    clearInterval(keepAlive);
+  }
   for (const m of monitors) {
     if (m.reason !== null) warn(`giul-agent: GPU ${m.gpu}: energy unavailable (${m.reason})`);
   }
