@@ -284,9 +284,13 @@ export interface GiulBinding {
   readonly flags: SampleFlags;
   /** Layout of each device's event log (NativeSampler.ledger). */
   readonly ledgerLayout: LedgerLayout;
-  /** Loads and initialises NVML once per process (off the JS thread); later calls share the result. */
+  /**
+   * Loads and initialises NVML off the JS thread. Once a load has succeeded, later calls share it
+   * for the life of the process; while loads fail, each call tries again (a driver loaded since is
+   * then found).
+   */
   nvmlInit(options?: NativeCallOptions): Promise<NvmlInfo | NativeFailure>;
-  /** Reads one device's state off the JS thread. Needs nvmlInit to have succeeded. */
+  /** Reads one device's state off the JS thread. Loads NVML first when it is not loaded. */
   deviceInfo(index: number, options?: NativeCallOptions): Promise<DeviceInfo | NativeFailure>;
   /** Reads the compute processes of a device (with names) off the JS thread. */
   computeProcesses(index: number, options?: NativeCallOptions): Promise<ProcessList | NativeFailure>;

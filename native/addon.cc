@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "device_reader.h"
@@ -49,13 +50,14 @@ bool KeepAliveArg(const Napi::CallbackInfo& info, size_t at, const char* method)
   return keep_alive.As<Napi::Boolean>().Value();
 }
 
-/// Runs `then` with the library, or returns the failure of loading it.
+/// Runs `then` with the library, or returns the failure of loading it (tried again by each call
+/// while it fails: a driver loaded since is then found).
 template <typename T>
 using WithLibrary = std::function<Result<T>(const std::shared_ptr<const NvmlLibrary>&)>;
 
 template <typename T>
 Result<T> LoadThen(const WithLibrary<T>& then) {
-  const NvmlLibrary::Outcome& outcome = NvmlLibrary::Load();
+  NvmlLibrary::Outcome outcome = NvmlLibrary::Load();
   if (const auto* failure = std::get_if<Failure>(&outcome)) {
     return *failure;
   }
@@ -137,13 +139,13 @@ Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
   int period_ms = Sampler::ClampPeriodMs(info[1].As<Napi::Number>().DoubleValue());
 
   // No NVML call here: only the outcome of a finished nvmlInit() is used.
-  const NvmlLibrary::Outcome* outcome = NvmlLibrary::Loaded();
-  if (outcome == nullptr) {
+  std::optional<NvmlLibrary::Outcome> outcome = NvmlLibrary::Loaded();
+  if (!outcome) {
     return Failure(Failure::Code::kInitFailed, std::nullopt,
                    "openSampler needs nvmlInit() to have resolved first")
         .ToObject(env);
   }
-  if (const auto* failure = std::get_if<Failure>(outcome)) {
+  if (const auto* failure = std::get_if<Failure>(&*outcome)) {
     return failure->ToObject(env);
   }
   const auto& library = std::get<std::shared_ptr<const NvmlLibrary>>(*outcome);

@@ -204,6 +204,11 @@ void Sampler::Tick() {
       ReadPower(reads);
     }
   }
+  if (reads.error == nvml::kGpuIsLost || reads.error == nvml::kResetRequired) {
+    // A lost card's handle is not trusted again: the next tick asks for the device anew, and
+    // the card is read again once it answers (after a reset, say).
+    have_device_ = false;
+  }
   reads.finished = MonotonicNs();
   const int64_t t = reads.StampNs() - epoch_ns_;
   TrackCounter(reads, t);
@@ -219,6 +224,9 @@ bool Sampler::OpenDevice(TickReads& reads) {
       have_device_ = true;
     } else {
       reads.NoteError(r);
+      if (any_read_ok_) {
+        reads.flags |= SampleFlag::kReadFailed;  // the card answered before: this is a fault
+      }
     }
   }
   return have_device_;

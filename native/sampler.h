@@ -77,7 +77,7 @@ class Sampler {
   /// power, tally faults, publish into the ring. Each step below is one of these.
   void Tick();
   bool Stopping() const { return stop_.load(std::memory_order_acquire); }
-  /// Gets the device handle once; true when the thread has one.
+  /// Gets the device handle (again after the GPU was lost); true when the thread has one.
   bool OpenDevice(TickReads& reads);
   /// Reads the energy counter (mJ), learning whether the card has one.
   void ReadCounter(TickReads& reads);

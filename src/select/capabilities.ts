@@ -84,7 +84,7 @@ export interface NvmlState {
   readonly status: NvmlStatus;
 }
 
-/** NVML as the addon loads it; `keepAlive` as in initNvml. */
+/** NVML as the addon loads it (a failed load is tried again at each call); `keepAlive` as in initNvml. */
 export async function nvmlState(deps: HostDeps, keepAlive = true): Promise<NvmlState> {
   const library = deps.env.GIUL_NVML_LIBRARY || DEFAULT_LIBRARY;
   const load = deps.load();
