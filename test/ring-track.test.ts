@@ -41,6 +41,7 @@ function card(options: {
   periodS?: number;
   stepS?: number;
   capacity?: number;
+  averagedFrom?: string;
 }): Card {
   const epoch = 1_000_000_000n;
   const periodS = options.periodS ?? 0.01;
@@ -50,7 +51,8 @@ function card(options: {
   const toNs = (s: number) => epoch + BigInt(Math.round(s * 1e9));
   const source: RingSource = {
     column: options.column,
-    averagedPower: false,
+    averagedPower: options.averagedFrom !== undefined,
+    averagedPowerSource: options.averagedFrom ?? "nowhere",
     open: () => ok(ring),
     setPeriod: () => {},
     close: () => {},
@@ -275,6 +277,27 @@ describe("RingTrack over an integral of instantaneous power", () => {
     const truth = truthJ(0.1049, 1.3333);
     expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
     expect(Math.abs(span.grossJoules - truth) / truth).toBeLessThan(0.02);
+  });
+});
+
+describe("RingTrack over an integral of averaged power", () => {
+  it("says where the averaged power came from, as its source names it", async () => {
+    const c = card({ column: "integral", averagedFrom: "the test's own averaging meter" });
+    c.track.retain(10);
+    c.sampleUntil(0.1);
+    c.setNow(0.1049);
+    const open = c.track.edge();
+    c.setNow(0.4);
+    const close = c.track.edge();
+    c.sampleUntil(0.45);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(true);
+    if (span.ok) {
+      expect(span.caveat).toBe(
+        "power from the test's own averaging meter, a 1 s trailing average on Ampere and newer cards",
+      );
+    }
   });
 });
 

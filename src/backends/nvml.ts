@@ -106,6 +106,7 @@ export class NativeRing implements SampleRing {
 class NvmlSource implements RingSource {
   readonly column: "energy" | "integral";
   readonly averagedPower: boolean;
+  readonly averagedPowerSource = "nvmlDeviceGetPowerUsage";
   private sampler: NativeSampler | null = null;
   private log: NativeEventLog | null = null;
 

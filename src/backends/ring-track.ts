@@ -217,7 +217,7 @@ export class RingTrack implements Track, TrackReadings {
       uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
         uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
-        caveat = "power from nvmlDeviceGetPowerUsage, a 1 s trailing average on Ampere and newer cards";
+        caveat = `power from ${this.source.averagedPowerSource}, a 1 s trailing average on Ampere and newer cards`;
       }
     }
     return {
