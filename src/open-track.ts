@@ -69,7 +69,9 @@ export async function openTrack(
     const left = Math.max(0, budget - (performance.now() - started) - READY_MARGIN_MS);
     const ready = await Promise.race([track.ready(left), timedOut]);
     if (ready === TIMED_OUT) {
-      const reason = `the ${selection.backend} sampler stalled or is starting: no sample within the node's timeoutMs (${budget} ms)`;
+      const reason =
+        `the ${selection.backend} backend was not ready within the node's timeoutMs (${budget} ms): ` +
+        "no sample yet (its sampler stalled or starting), or no answer yet from its agent";
       return { selection, track, notReady: reason };
     }
     return { selection, track, notReady: ready.ok ? null : ready.reason };
