@@ -194,9 +194,15 @@ struct Sampler::TickReads {
   }
 };
 
+int64_t Sampler::InCallForNs(int64_t now_ns) const {
+  int64_t started = tick_started_ns_.load(std::memory_order_acquire);
+  return started == 0 ? 0 : now_ns - started;
+}
+
 void Sampler::Tick() {
   TickReads reads;
   reads.started = MonotonicNs();
+  tick_started_ns_.store(reads.started, std::memory_order_release);
   // Asked to stop while a call was in progress (a slow or stuck driver): make no further call.
   if (OpenDevice(reads) && !Stopping()) {
     ReadCounter(reads);
@@ -210,6 +216,7 @@ void Sampler::Tick() {
     have_device_ = false;
   }
   reads.finished = MonotonicNs();
+  tick_started_ns_.store(0, std::memory_order_release);
   const int64_t t = reads.StampNs() - epoch_ns_;
   TrackCounter(reads, t);
   IntegratePower(reads);

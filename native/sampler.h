@@ -42,6 +42,8 @@ class Sampler {
   void RequestStop();
   /// True once the thread function has returned (join() then does not block).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  /// How long the thread has been inside its current tick's NVML calls (ns), 0 between ticks.
+  int64_t InCallForNs(int64_t now_ns) const;
   void Join();
   /// Waits until the thread has finished or `deadline` has passed; whether it finished.
   bool WaitFinished(std::chrono::steady_clock::time_point deadline);
@@ -106,6 +108,7 @@ class Sampler {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<int64_t> tick_started_ns_{0};  // CLOCK_MONOTONIC when the tick in progress began
   std::mutex mutex_;
   std::condition_variable wake_;
   bool period_changed_ = false;      // guarded by mutex_

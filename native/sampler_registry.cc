@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <new>
+#include <string>
 #include <system_error>
 
 #include "call_pool.h"
+#include "monotonic_clock.h"
 
 namespace giul {
 namespace {
@@ -43,6 +45,20 @@ Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
   auto it = active_.find(index);
   if (it != active_.end()) {
     return Reference{it->second, it->second->AddReference(period_ms)};
+  }
+  // A driver that does not answer would otherwise cost a thread stuck in it per start (each time
+  // the last window on the card lets its sampler go and a new window comes): one is enough.
+  const int64_t now = MonotonicNs();
+  for (const auto& stopping : stopping_) {
+    int64_t stuck_ns = stopping->InCallForNs(now);
+    if (stopping->index() == index && !stopping->finished() &&
+        stuck_ns > std::chrono::nanoseconds(kStuckAfter).count()) {
+      return Failure(Failure::Code::kSamplerFailed, std::nullopt,
+                     "the sampling thread of GPU " + std::to_string(index) +
+                         " stalled: it has been inside a driver call for " +
+                         std::to_string(stuck_ns / 1000000) +
+                         " ms, and no other is started until it returns");
+    }
   }
   try {
     auto sampler = std::make_shared<Sampler>(index, std::move(library));

@@ -38,6 +38,9 @@ class SamplerRegistry {
   void Release(const Reference& reference);
   /// Threads whose function has not returned yet.
   int AliveThreads();
+  /// A stopped thread inside a driver call for longer than this is stuck: no other thread is
+  /// started for its device until it returns.
+  static constexpr std::chrono::seconds kStuckAfter{1};
   /// How long the exit waits, in all, for threads to finish the calls they are in.
   static constexpr std::chrono::milliseconds kExitWait{50};
 

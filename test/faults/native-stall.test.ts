@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { STALL_RETRY_BASE_MS, WAIT_CAP_MS, WAIT_FLOOR_MS } from "../../src/backends/ring-waits.js";
 import { nativeReady } from "../fakes/paths.js";
@@ -78,7 +79,8 @@ describe.runIf(nativeReady())("a sampling thread stuck in the driver", () => {
     for (const r of looks) {
       expect(r.openMs + r.closeMs).toBeLessThan(WAIT_CAP_MS + SLACK_MS);
       expect(r.energy.method).toBe("estimated");
-      expect(r.energy.reason).toMatch(/sampler stalled/);
+      // The sampler's own stall, or its stuck thread's (the track let it go after the linger).
+      expect(r.energy.reason).toMatch(/stalled/);
     }
 
     // The card answers again: the thread finishes the call it is in, samples at its pace, and
@@ -98,4 +100,36 @@ describe.runIf(nativeReady())("a sampling thread stuck in the driver", () => {
     report(`stuck sampler: measured again ${(performance.now() - t0).toFixed(0)} ms after the card answered`);
     expect(measured).not.toBeNull();
   }, 60_000);
+
+  it("a driver call that never returns holds one thread, however often the card's sampler is let go and started again", async () => {
+    const warm = await request(50);
+    expect(warm.energy.method).toBe("sampled");
+    sc.update({ latency: SLOW.map((l) => ({ ...l, us: 60_000_000 })), devices: [CARD] });
+    await sleep(50);
+    const counts: number[] = [];
+    for (let cycle = 0; cycle < 3; cycle++) {
+      const r = await request();
+      expect(r.openMs + r.closeMs).toBeLessThan(WAIT_CAP_MS + SLACK_MS);
+      expect(r.energy.reason).toMatch(/stalled/);
+      counts.push(samplerThreads());
+      await sleep(LINGER_MS + 300); // the track lets the sampler go; the next window starts one
+    }
+    report(`driver call that never returns: sampler threads per cycle ${counts.join(", ")}`);
+    for (const n of counts) expect(n).toBe(1);
+    sc.update({ devices: [CARD] });
+  }, 60_000);
 });
+
+/** The track keeps a sampler this long after its last window (ring-track.ts). */
+const LINGER_MS = 5_000;
+
+/** Threads of this process named giul-gpu0 (the native sampler's), stuck or running. */
+function samplerThreads(): number {
+  return readdirSync("/proc/self/task").filter((t) => {
+    try {
+      return readFileSync(`/proc/self/task/${t}/comm`, "utf8").trim() === "giul-gpu0";
+    } catch {
+      return false;
+    }
+  }).length;
+}
