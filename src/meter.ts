@@ -20,7 +20,8 @@ import {
   type SpanMeasurement,
 } from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import { forcedBackend, knownForcedFailure, type Selection, select } from "./select/index.js";
+import { openTrack } from "./open-track.js";
+import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
 
 /** Options of {@link Meter.forNode}. */
@@ -136,18 +137,6 @@ const abandoned = new FinalizationRegistry<() => void>((release) => release());
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
 const TIMED_OUT: unique symbol = Symbol("timed out");
-
-/** The track of a node that cannot be metered: one per selection, so its windows share a ledger. */
-const nullTracks = new WeakMap<Selection, NullTrack>();
-function trackOf(selection: Selection): Track {
-  if (selection.track !== null) return selection.track;
-  let track = nullTracks.get(selection);
-  if (track === undefined) {
-    track = new NullTrack(selection.reason ?? "no backend");
-    nullTracks.set(selection, track);
-  }
-  return track;
-}
 
 function optionError(field: string, message: string): GiulError {
   return new GiulError("INVALID_OPTION", `${field}: ${message}`, { field });
@@ -333,20 +322,23 @@ export class Meter {
     };
   }
 
-  /** Opens the window: the opening edge is taken when this resolves. Never rejects for the card's sake. */
+  /**
+   * Opens the window: the opening edge is taken when this resolves, within the node's `timeoutMs`
+   * whatever the card does (past it the window is not measured, and says why). Never rejects for
+   * the card's sake.
+   */
   async open(): Promise<this> {
     if (this.state !== "new")
       throw new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`);
     this.state = "opening";
     let track: Track;
     try {
-      this.selection = await select(this.node, this.forced);
-      track = trackOf(this.selection);
-      track.retain(this.periodMs);
-      const ready = await track.ready();
-      this.notReady = ready.ok ? null : ready.reason;
+      const opened = await openTrack(this.node, this.forced, this.periodMs);
+      this.selection = opened.selection;
+      track = opened.track;
+      this.notReady = opened.notReady;
     } catch (error) {
-      // select() and ready() never reject; this is belt and braces for the caller's sake.
+      // openTrack() never rejects; this is belt and braces for the caller's sake.
       track = new NullTrack(`opening the window failed: ${String(error)}`);
       this.notReady = `opening the window failed: ${String(error)}`;
       debug("open failed: %s", String(error));

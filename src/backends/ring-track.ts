@@ -1,6 +1,8 @@
-import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import { type BackendName, type Check, OK, type SpanMeasurement } from "../measurement.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
 import { FLAG, type RingSource, type Sample, type SampleRing } from "./ring.js";
+import { PENDING, RESOLVED, RingEdge } from "./ring-edge.js";
+import { RingWaits } from "./ring-waits.js";
 import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
 import {
   averagingErrMj,
@@ -9,7 +11,6 @@ import {
   counterLagMj,
   counterStep,
   edgePower,
-  interpolationErr,
   msRounded,
   tooShortForCounter,
   trapezoidErrMj,
@@ -19,55 +20,9 @@ import {
  * The window arithmetic shared by every sampling backend (the native thread's ring, the
  * nvidia-smi sampler's, a polled agent's): edges interpolated between the samples that bracket
  * them, spans as the difference of a cumulative quantity, quality and faults over the samples in
- * between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
+ * between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs. How long a
+ * window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
  */
-
-const PENDING = 0;
-const RESOLVED = 1;
-const FAILED = 2;
-
-class RingEdge implements Edge {
-  readonly tNs: bigint;
-  /** ns relative to the ring's epoch. */
-  readonly t: number;
-  /** ring.head() when taken: the first sample that can lie after the edge is hint - 1. */
-  readonly hint: number;
-  readonly ring: SampleRing;
-  state = PENDING;
-  reason: string | null = null;
-  kA = 0;
-  kB = 0;
-  vA = 0;
-  vB = 0;
-  value = 0;
-  powerMw = 0;
-  /** Longest read among the two bracketing samples (ns). */
-  readNs = 0;
-  /** Mean power between the two bracketing samples (mW): the slope of the column there. */
-  slopeMw = 0;
-  /** Cumulative faults at the samples before and after the edge. */
-  faultsA = 0;
-  faultsB = 0;
-  deadline: number;
-
-  constructor(tNs: bigint, ring: SampleRing, deadline: number, hint = ring.head()) {
-    this.tNs = tNs;
-    this.ring = ring;
-    this.t = Number(tNs - ring.epochNs);
-    this.hint = hint;
-    this.deadline = deadline;
-  }
-
-  /** Largest error the interpolation can make: the edge's true value lies between vA and vB (mJ). */
-  interpErrMj(): number {
-    return interpolationErr(this.vA, this.value, this.vB);
-  }
-}
-
-interface Waiter {
-  edges: readonly RingEdge[];
-  done: () => void;
-}
 
 const LINGER_MS = 5_000;
 
@@ -81,9 +36,7 @@ export class RingTrack implements Track, TrackReadings {
   private users = 0;
   private periodMs = Number.POSITIVE_INFINITY;
   private lingerTimer: NodeJS.Timeout | null = null;
-  private pollTimer: NodeJS.Timeout | null = null;
-  private waiters: Waiter[] = [];
-  private readyWaiters: { done: (check: Check) => void; deadline: number }[] = [];
+  private readonly waits: RingWaits<RingEdge>;
   private readonly scratch: Sample = {
     t: 0,
     energyMj: 0,
@@ -107,6 +60,15 @@ export class RingTrack implements Track, TrackReadings {
     this.backend = backend;
     this.source = source;
     this.clock = clock;
+    this.waits = new RingWaits<RingEdge>({
+      ring: () => this.ring,
+      notRunning: () => this.openReason ?? "the sampler is not running",
+      pending: (e) => {
+        if (e.state === PENDING) e.resolve(this.source, this.scratch);
+        return e.state === PENDING;
+      },
+      fail: (e, reason) => e.fail(reason),
+    });
   }
 
   retain(periodMs: number): void {
@@ -151,14 +113,13 @@ export class RingTrack implements Track, TrackReadings {
     this.source.close();
   }
 
-  ready(): Promise<Check> {
-    const ring = this.ring;
-    if (ring === null) return Promise.resolve(fail(this.openReason ?? "the sampler is not running"));
-    if (ring.head() > 0) return Promise.resolve(OK);
-    return new Promise((done) => {
-      this.readyWaiters.push({ done, deadline: Date.now() + this.maxWaitMs() });
-      this.schedule();
-    });
+  ready(withinMs?: number): Promise<Check> {
+    return this.waits.ready(withinMs);
+  }
+
+  /** The longest a window waits now for the sample after an edge (ms; see ./ring-waits.ts). */
+  waitBoundMs(): number {
+    return this.waits.boundMs();
   }
 
   /**
@@ -177,7 +138,7 @@ export class RingTrack implements Track, TrackReadings {
         // Not resolved here: a logged instant is recent, its sample after rarely exists yet, and
         // settle() resolves it when it does.
         edgeAt: (t: number, ringHead: number): Edge =>
-          new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, 0, ringHead),
+          new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, ringHead),
       };
     }
     return this.shared;
@@ -187,8 +148,8 @@ export class RingTrack implements Track, TrackReadings {
     const tNs = this.clock();
     const ring = this.ring;
     if (ring === null) return { tNs };
-    const e = new RingEdge(tNs, ring, 0);
-    this.resolve(e);
+    const e = new RingEdge(tNs, ring);
+    e.resolve(this.source, this.scratch);
     return e;
   }
 
@@ -196,20 +157,14 @@ export class RingTrack implements Track, TrackReadings {
     let pending: RingEdge[] | null = null;
     for (const edge of edges) {
       if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
-      this.resolve(edge);
+      edge.resolve(this.source, this.scratch);
       if (edge.state === PENDING) {
         if (pending === null) pending = [];
         pending.push(edge);
       }
     }
     if (pending === null) return Promise.resolve();
-    const deadline = Date.now() + this.maxWaitMs();
-    for (const e of pending) e.deadline = deadline;
-    const list = pending;
-    return new Promise((done) => {
-      this.waiters.push({ edges: list, done });
-      this.schedule();
-    });
+    return this.waits.settle(pending);
   }
 
   span(edgeFrom: Edge, edgeTo: Edge): SpanMeasurement {
@@ -261,7 +216,7 @@ export class RingTrack implements Track, TrackReadings {
       uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
         uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
-        caveat = "power from nvmlDeviceGetPowerUsage, a 1 s trailing average on Ampere and newer cards";
+        caveat = `power from ${this.source.averagedPowerSource}, a 1 s trailing average on Ampere and newer cards`;
       }
     }
     return {
@@ -445,121 +400,5 @@ export class RingTrack implements Track, TrackReadings {
     }
     const what = seen.size > 0 ? [...seen].join("; ") : "the sampler recorded a fault";
     return `inside the window ${what}`;
-  }
-
-  /** Tries to evaluate a pending edge from the samples present now. */
-  private resolve(e: RingEdge): void {
-    const ring = e.ring;
-    const head = ring.head();
-    const oldest = Math.max(0, head - ring.capacity);
-    const s = this.scratch;
-    let k = Math.max(e.hint - 1, oldest);
-    if (e.hint - 1 < oldest && e.hint > 0) {
-      this.fail(e, "the window outlived the sampler's history");
-      return;
-    }
-    for (; k < head; k++) {
-      if (!ring.read(k, s)) continue;
-      if (s.t > e.t) break;
-    }
-    if (k >= head) {
-      const failure = ring.failure();
-      if (failure !== null) this.fail(e, failure);
-      return; // still pending
-    }
-    if (k === 0) {
-      this.fail(e, "the edge came before the sampler's first sample");
-      return;
-    }
-    const column = this.source.column;
-    const tB = s.t;
-    const vB = column === "energy" ? s.energyMj : s.integralMj;
-    const errB = s.error;
-    const pB = s.powerMw;
-    const readB = s.readNs;
-    const faultsB = s.faults;
-    if (!ring.read(k - 1, s)) {
-      this.fail(e, "the window outlived the sampler's history");
-      return;
-    }
-    const vA = column === "energy" ? s.energyMj : s.integralMj;
-    if (Number.isNaN(vA) || Number.isNaN(vB)) {
-      const code = Number.isNaN(vB) ? errB : s.error;
-      this.fail(
-        e,
-        `no ${column === "energy" ? "energy counter" : "power"} reading at the edge: ${this.source.describeError(code)}`,
-      );
-      return;
-    }
-    e.kA = k - 1;
-    e.kB = k;
-    e.faultsA = s.faults;
-    e.faultsB = faultsB;
-    e.vA = vA;
-    e.vB = vB;
-    e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
-    e.readNs = Math.max(readB, s.readNs);
-    const span = tB - s.t;
-    e.value = span > 0 ? vA + ((vB - vA) * (e.t - s.t)) / span : vB;
-    e.slopeMw = span > 0 ? ((vB - vA) / span) * 1e9 : 0;
-    e.state = RESOLVED;
-  }
-
-  private fail(e: RingEdge, reason: string): void {
-    e.state = FAILED;
-    e.reason = reason;
-  }
-
-  private maxWaitMs(): number {
-    const period = this.ring ? this.ring.periodNs() / 1e6 : this.periodMs;
-    return Math.max(1_000, 20 * (Number.isFinite(period) ? period : 10));
-  }
-
-  private schedule(): void {
-    if (this.pollTimer !== null) return;
-    const period = this.ring ? this.ring.periodNs() / 1e6 : 10;
-    const delay = Math.max(1, Math.min(20, Math.ceil(period / 2)));
-    // Not unref'd: a caller awaiting close() must keep the process alive until it resolves.
-    this.pollTimer = setTimeout(() => this.poll(), delay);
-  }
-
-  private poll(): void {
-    this.pollTimer = null;
-    const now = Date.now();
-    if (this.readyWaiters.length > 0) {
-      const ring = this.ring;
-      const stillWaiting: typeof this.readyWaiters = [];
-      for (const w of this.readyWaiters) {
-        const failure = ring?.failure() ?? null;
-        if (ring !== null && ring.head() > 0) w.done(OK);
-        else if (ring === null) w.done(fail(this.openReason ?? "the sampler stopped"));
-        else if (failure !== null) w.done(fail(failure));
-        else if (now >= w.deadline) w.done(fail(`the sampler produced no sample in ${this.maxWaitMs()} ms`));
-        else stillWaiting.push(w);
-      }
-      this.readyWaiters = stillWaiting;
-    }
-    if (this.waiters.length > 0) {
-      const stillWaiting: Waiter[] = [];
-      for (const w of this.waiters) {
-        let pending = false;
-        for (const e of w.edges) {
-          if (e.state !== PENDING) continue;
-          this.resolve(e);
-          if (e.state === PENDING) {
-            if (now >= e.deadline) {
-              this.fail(
-                e,
-                `no sample came after the edge within ${this.maxWaitMs()} ms: the sampler stalled`,
-              );
-            } else pending = true;
-          }
-        }
-        if (pending) stillWaiting.push(w);
-        else w.done();
-      }
-      this.waiters = stillWaiting;
-    }
-    if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
   }
 }

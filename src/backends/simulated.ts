@@ -74,6 +74,7 @@ const PERIOD_MS = 10;
 class SimulatedSource implements RingSource {
   readonly column = "energy" as const;
   readonly averagedPower = false;
+  readonly averagedPowerSource = "the simulated card's declared power";
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly card: SimulatedCard) {}
