@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-import type { Track } from "../backends/track.js";
 /**
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
+import { whileAlive } from "../alive.js";
+import type { Track } from "../backends/track.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
 import { Meter } from "../meter.js";
@@ -217,16 +218,15 @@ async function watch(gpu: number | null, forced: BackendName | null): Promise<nu
   }
   const cards: Watched[] = [];
   for (const index of indices) {
-    const selection = await select(
-      resolveNode({ name: `watch-${index}`, gpuIndex: index, idleW: 0 }),
-      forced,
+    const selection = await whileAlive(
+      select(resolveNode({ name: `watch-${index}`, gpuIndex: index, idleW: 0 }), forced),
     );
     if (selection.track === null || selection.track.readings === undefined) {
       process.stdout.write(`GPU ${index}: cannot be watched: ${selection.reason ?? selection.backend}\n`);
       continue;
     }
     selection.track.retain(100);
-    await selection.track.ready();
+    await whileAlive(selection.track.ready());
     const s = selection.track.readings.latest();
     const first = s === null ? null : { mj: s.cumulativeMj, generation: s.generation };
     cards.push({ gpu: index, backend: selection.backend, track: selection.track, first });

@@ -8,6 +8,7 @@
  * timeout, a stall timeout for clients that stop reading, and a cap on connections. No input can
  * crash it: every failure is an HTTP status or a cut-off response, logged with its outcome.
  */
+
 import { randomUUID } from "node:crypto";
 import {
   Agent,
@@ -19,6 +20,7 @@ import {
 } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import { whileAlive } from "../alive.js";
 import type { Track } from "../backends/track.js";
 import { debug } from "../debug.js";
 import { type Energy, unmeasured } from "../energy.js";
@@ -127,14 +129,15 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
   Meter.forNode(node, meterOptions); // checks the options (and GIUL_BACKEND) now, not per request
 
   // The card's sampler runs for the proxy's life: windows open at once, and /metrics reads it.
-  const selection = await select(node, forcedBackend());
+  // Card probes do not hold the event loop open; the proxy does wait for them before it listens.
+  const selection = await whileAlive(select(node, forcedBackend()));
   if (selection.forcedUnavailable !== undefined)
     throw new GiulError("BACKEND_UNAVAILABLE", selection.forcedUnavailable, { field: "GIUL_BACKEND" });
   const track: Track | null = selection.track;
   let reason = selection.reason;
   if (track !== null) {
     track.retain(o.periodMs);
-    const ready = await track.ready();
+    const ready = await whileAlive(track.ready());
     reason = ready.ok ? reason : ready.reason;
   }
   let cardName: string | null = null;
