@@ -2,6 +2,14 @@ import { type Edge, NullTrack, type Track } from "./backends/track.js";
 import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
 import {
+  announceClose,
+  announceOpen,
+  energyChannel,
+  publishEnergy,
+  windowCloseChannel,
+  windowOpenChannel,
+} from "./diagnostics.js";
+import {
   type Attribution,
   aboveIdle,
   type ChargeContext,
@@ -218,6 +226,8 @@ export class Meter {
   private syncFailure: string | null = null;
   private closing: Promise<void> | null = null;
   private outcome: Outcome | null = null;
+  /** The record is owed to `giul:energy` (see src/diagnostics.ts): set at close, cleared once published. */
+  private unpublished = false;
 
   private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
@@ -382,6 +392,7 @@ export class Meter {
       this,
     );
     this.state = "open";
+    if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs);
     return this;
   }
 
@@ -473,6 +484,8 @@ export class Meter {
     const entries = this.entries as LedgerWindow;
     const openEvent = entries.events[0] as LedgerEvent;
     const closeEvent = ledger.closeWindow(entries);
+    if (windowCloseChannel.hasSubscribers)
+      announceClose(this, this.selection?.backend ?? "none", openEvent.edge.tNs, closeEvent.edge.tNs);
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
@@ -490,6 +503,13 @@ export class Meter {
     } finally {
       track.release();
       this.state = "closed";
+    }
+    if (energyChannel.hasSubscribers) {
+      // Published by the first result() before this tick is over (it knows the tokens), else here.
+      this.unpublished = true;
+      process.nextTick(() => {
+        if (this.unpublished) this.result();
+      });
     }
   }
 
@@ -584,7 +604,15 @@ export class Meter {
     for (const stage of this.outcome.stages) {
       stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
     }
-    return charge(this.outcome.total.measurement, this.chargeContext(this.outcome.total, tokens, stages));
+    const energy = charge(
+      this.outcome.total.measurement,
+      this.chargeContext(this.outcome.total, tokens, stages),
+    );
+    if (this.unpublished) {
+      this.unpublished = false;
+      publishEnergy(this, energy);
+    }
+    return energy;
   }
 
   /** The one builder of what the rules need besides the measurement. */
