@@ -174,6 +174,11 @@ describe("npm run prebuild", () => {
     expect(files.some((f) => f.startsWith("package/build/"))).toBe(false);
     expect(files).toContain("package/dist/index.d.ts");
     expect(files).toContain("package/dist/index.d.cts");
+    // The exporters' subpath entries (giul/otel): ESM, CommonJS and types.
+    for (const entry of ["otel"]) {
+      for (const ext of ["js", "cjs", "d.ts", "d.cts"])
+        expect(files).toContain(`package/dist/${entry}.${ext}`);
+    }
   });
 });
 
