@@ -2,9 +2,9 @@ import { defineConfig } from "tsup";
 
 // One source, two module formats. `shims` gives the CommonJS build an `import.meta.url`,
 // which src/binding.ts uses to find the package root (build/ and prebuilds/).
-// The exporters are entries of their own (giul/otel): the main entry never loads
-// @opentelemetry/api, which stays outside every bundle (an optional peer).
-const exporters = { otel: "src/exporters/otel.ts" };
+// The exporters are entries of their own (giul/otel, giul/prometheus): the main entry never loads
+// @opentelemetry/api or prom-client, which stay outside every bundle (optional peers).
+const exporters = { otel: "src/exporters/otel.ts", prometheus: "src/exporters/prometheus.ts" };
 
 export default defineConfig({
   entry: {
@@ -15,7 +15,7 @@ export default defineConfig({
   },
   format: ["esm", "cjs"],
   dts: { entry: { index: "src/index.ts", ...exporters } },
-  external: ["@opentelemetry/api"],
+  external: ["@opentelemetry/api", "prom-client"],
   tsconfig: "tsconfig.build.json",
   target: "node20",
   platform: "node",

@@ -7,8 +7,8 @@ import { built, DIST, FAKE_NVML, ROOT } from "./fakes/paths.js";
 import { Scenario } from "./fakes/scenario.js";
 
 // The package's entries as a user loads them (dist/, through the package's own name): the main
-// entry never loads an exporter's dependency; giul/otel loads and sees the cards and windows of
-// the main entry's Meter (they are separate bundles).
+// entry never loads an exporter's dependency; giul/otel (as ESM) and giul/prometheus (as
+// CommonJS) see the cards and windows of the main entry's Meter (they are separate bundles).
 
 const ready = built([DIST, FAKE_NVML], "dist/ or the NVML double");
 const sc = new Scenario({ devices: [{ power: 250, uuid: "GPU-0e0e0000-0000-4000-8000-000000000001" }] });
@@ -105,5 +105,31 @@ describe.runIf(ready)("the package's entries", () => {
     expect(out.sum).toBe(out.joules);
     expect(out.id).toBe("GPU-0e0e0000-0000-4000-8000-000000000001");
     expect(out.power).toBeCloseTo(250, 6);
+  });
+
+  it("giul/prometheus (CommonJS) reports the main entry's windows and cards", () => {
+    const r = node([
+      "-e",
+      `const { Registry } = require("prom-client");
+       const { Meter } = require("giul");
+       const { collectGiulMetrics } = require("giul/prometheus");
+       const registry = new Registry();
+       collectGiulMetrics(registry);
+       (async () => {
+         const m = await Meter.forNode({ name: "n", idleW: 10 }).open();
+         await new Promise((r) => setTimeout(r, 50));
+         await m.close();
+         m.result();
+         process.stdout.write(await registry.metrics());
+       })();`,
+    ]);
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toMatch(
+      /^giul_request_energy_joules_count\{method="sampled",backend="nvml_counter",node="n"\} 1$/m,
+    );
+    expect(r.stdout).toMatch(
+      /^hw_power_watts\{hw_id="GPU-0e0e0000-0000-4000-8000-000000000001",[^}]*\} 250$/m,
+    );
+    expect(r.stdout).toMatch(/^hw_energy_joules_total\{hw_id="GPU-0e0e0000-0000-4000-8000-000000000001",/m);
   });
 });

@@ -174,8 +174,8 @@ describe("npm run prebuild", () => {
     expect(files.some((f) => f.startsWith("package/build/"))).toBe(false);
     expect(files).toContain("package/dist/index.d.ts");
     expect(files).toContain("package/dist/index.d.cts");
-    // The exporters' subpath entries (giul/otel): ESM, CommonJS and types.
-    for (const entry of ["otel"]) {
+    // The exporters' subpath entries (giul/otel, giul/prometheus): ESM, CommonJS and types.
+    for (const entry of ["otel", "prometheus"]) {
       for (const ext of ["js", "cjs", "d.ts", "d.cts"])
         expect(files).toContain(`package/dist/${entry}.${ext}`);
     }
