@@ -8,11 +8,13 @@
  * the refresh, a bounded while.
  */
 import type { CardReader } from "../backends/card.js";
+import { EnergyTotal } from "../backends/energy-total.js";
 import type { TrackReadings } from "../backends/readings.js";
 import type { Track } from "../backends/track.js";
 import { debug } from "../debug.js";
 import { fail, ok, type Result } from "../measurement.js";
 import { resolveNode } from "../node.js";
+import { type CardIdentity, cardInUse } from "../select/in-use.js";
 import { forcedBackend, select } from "../select/index.js";
 import type { ComputeAppWire, EnergyWire, PowerWire } from "../wire.js";
 
@@ -80,6 +82,8 @@ export class DeviceMonitor {
   private readonly options: MonitorOptions;
   private readonly series: string;
   private stopped = false;
+  /** hw_energy_joules_total: the sampler's energy since the agent started, never decreasing. */
+  private readonly total = new EnergyTotal();
 
   constructor(options: MonitorOptions) {
     this.options = options;
@@ -217,11 +221,30 @@ export class DeviceMonitor {
     };
   }
 
-  /** GET /metrics: the state and the newest sample, for the Prometheus text. */
-  async metrics(): Promise<{ state: DeviceState; watts: number | null; energyJ: number | null }> {
+  /** GET /metrics: the state, the newest sample and who the card is, for the Prometheus text. */
+  async metrics(): Promise<{
+    state: DeviceState;
+    watts: number | null;
+    energyJ: number | null;
+    energyTotalJ: number | null;
+    identity: CardIdentity;
+  }> {
     const state = await this.currentState();
     const latest = this.latest();
-    return { state, watts: latest.watts ?? state.powerW, energyJ: latest.energyJ };
+    const readings = this.sampler?.readings;
+    const info = readings?.ringInfo() ?? null;
+    const energyTotalJ =
+      readings === undefined || info === null
+        ? this.total.totalJ
+        : this.total.observe(readings.latest(), info.column, readings);
+    const identity = cardInUse(this.gpu)?.identity ?? {
+      id: `gpu${this.gpu}`,
+      name: `gpu${this.gpu}`,
+      vendor: "NVIDIA",
+      model: null,
+      driverVersion: null,
+    };
+    return { state, watts: latest.watts ?? state.powerW, energyJ: latest.energyJ, energyTotalJ, identity };
   }
 
   /** GET /energy: the cumulative energy at this instant, once the sample after it exists. */
