@@ -1,7 +1,10 @@
 /**
- * A window's record as flat attributes (OpenTelemetry span attributes and events): every scalar
- * field of the fleet record (Energy.toJSON) that is not null, as `giul.energy.<field>`, and the
- * node as `giul.node`. The same keys on a span, on its stage events and in the metrics' labels.
+ * A window's record as flat attributes for OpenTelemetry: on the request's span, the fields an
+ * operator reads (`giul.energy.joules`, `.method`, `.backend`, `.uncertainty_joules`,
+ * `.attribution`, `.contended`, `.card_joules`, `.seconds`, `.tokens`, `.concurrency_max`,
+ * `.reason`, `.contended_by`, each where not null) and `giul.node`; on each stage's event, the
+ * stage's joules, method, uncertainty and seconds. Kept to these because a span's attributes are
+ * paid for per request (see bench/RESULTS.md); the whole record is `energy.toJSON()`.
  */
 import type { Energy } from "../energy.js";
 
@@ -17,65 +20,87 @@ function put(out: FlatAttributes, key: string, value: number | null): void {
   if (value !== null && Number.isFinite(value)) out[key] = value;
 }
 
-/** The record's fields for a span (the window) or a span event (a stage, without `giul.node`). */
-export function energyAttributes(e: Energy, node: string | null): FlatAttributes {
-  const out: FlatAttributes = {
-    "giul.energy.method": e.method,
-    "giul.energy.backend": e.backend,
-    "giul.energy.attribution": e.attribution,
-    "giul.energy.contended": e.contended,
-  };
-  if (node !== null) out["giul.node"] = node;
+/** Where attributes are set one by one (an OpenTelemetry span). */
+export interface AttributeSink {
+  setAttribute(key: string, value: AttributeValue): unknown;
+}
+
+function set(sink: AttributeSink, key: string, value: number | null): void {
+  if (value !== null && Number.isFinite(value)) sink.setAttribute(key, value);
+}
+
+/** The record's fields on the request's span, set one by one (no object built per window). */
+export function setEnergyAttributes(sink: AttributeSink, e: Energy, node: string): void {
+  sink.setAttribute("giul.energy.method", e.method);
+  sink.setAttribute("giul.energy.backend", e.backend);
+  sink.setAttribute("giul.energy.attribution", e.attribution);
+  sink.setAttribute("giul.energy.contended", e.contended);
+  sink.setAttribute("giul.node", node);
+  set(sink, "giul.energy.joules", e.joules);
+  set(sink, "giul.energy.uncertainty_joules", e.uncertaintyJoules);
+  set(sink, "giul.energy.card_joules", e.cardJoules);
+  set(sink, "giul.energy.seconds", e.seconds);
+  set(sink, "giul.energy.tokens", e.tokens);
+  set(sink, "giul.energy.concurrency_max", e.concurrency?.max ?? null);
+  if (e.contendedBy.length > 0) {
+    sink.setAttribute(
+      "giul.energy.contended_by",
+      e.contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`),
+    );
+  }
+  if (e.reason !== null) sink.setAttribute("giul.energy.reason", e.reason);
+}
+
+/** A stage's fields for its span event. */
+export function stageAttributes(name: string, e: Energy): FlatAttributes {
+  const out: FlatAttributes = { "giul.stage.name": name, "giul.energy.method": e.method };
   put(out, "giul.energy.joules", e.joules);
   put(out, "giul.energy.uncertainty_joules", e.uncertaintyJoules);
-  put(out, "giul.energy.card_joules", e.cardJoules);
-  put(out, "giul.energy.measured_joules", e.measuredJoules);
   put(out, "giul.energy.seconds", e.seconds);
-  put(out, "giul.energy.idle_w", e.idleW);
-  put(out, "giul.energy.tokens", e.tokens);
-  put(out, "giul.energy.joules_per_1k_tokens", e.joulesPer1kTokens);
-  put(out, "giul.energy.samples", e.samples);
-  put(out, "giul.energy.max_gap_ms", e.maxGapMs);
-  put(out, "giul.energy.concurrency_mean", e.concurrency?.mean ?? null);
-  put(out, "giul.energy.concurrency_max", e.concurrency?.max ?? null);
-  if (e.contentionChecked !== null) out["giul.energy.contention_checked"] = e.contentionChecked;
-  if (e.contendedBy.length > 0) {
-    out["giul.energy.contended_by"] = e.contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`);
-  }
-  if (e.reason !== null) out["giul.energy.reason"] = e.reason;
   return out;
 }
 
+/** One combination of the per-request metrics' labels, and the windows counted under it. */
+export interface LabelEntry {
+  readonly labels: Readonly<Record<string, string>>;
+  count: number;
+}
+
 /**
- * The labels of the per-request metrics (`giul.energy.method`, `giul.energy.backend`, `giul.node`),
- * one frozen object per combination so that recording allocates nothing.
+ * The labels of the per-request metrics (method, backend, node): one frozen object per
+ * combination, so that recording allocates nothing, with a count of the windows under each.
  */
 export class LabelCache {
-  private readonly cache = new Map<string, Readonly<Record<string, string>>>();
+  private readonly cache = new Map<string, LabelEntry>();
 
   constructor(private readonly keys: { method: string; backend: string; node: string }) {}
 
-  of(method: string, backend: string, node: string): Readonly<Record<string, string>> {
+  of(method: string, backend: string, node: string): LabelEntry {
     const key = `${method}\u0000${backend}\u0000${node}`;
-    let labels = this.cache.get(key);
-    if (labels === undefined) {
-      labels = Object.freeze({
+    let entry = this.cache.get(key);
+    if (entry === undefined) {
+      const labels = Object.freeze({
         [this.keys.method]: method,
         [this.keys.backend]: backend,
         [this.keys.node]: node,
       });
-      if (this.cache.size < 10_000) this.cache.set(key, labels);
+      entry = { labels, count: 0 };
+      this.cache.set(key, entry);
     }
-    return labels;
+    return entry;
+  }
+
+  entries(): IterableIterator<LabelEntry> {
+    return this.cache.values();
   }
 }
 
-/** CLOCK_MONOTONIC ns (process.hrtime.bigint) as [seconds, nanoseconds] since the epoch. */
-export function epochHrTime(tNs: bigint): [number, number] {
-  // performance.now() runs on the same monotonic clock as process.hrtime; the OpenTelemetry SDK
-  // stamps spans with timeOrigin + now() too, so the two line up.
-  const offsetNs =
-    BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6)) - process.hrtime.bigint();
-  const epochNs = tNs + offsetNs;
-  return [Number(epochNs / 1_000_000_000n), Number(epochNs % 1_000_000_000n)];
+// performance.now() runs on the same monotonic clock as process.hrtime, and the OpenTelemetry SDK
+// stamps spans with timeOrigin + now(): one pair of readings lines the two up for good.
+const ORIGIN_NS = process.hrtime.bigint();
+const ORIGIN_MS = performance.timeOrigin + performance.now();
+
+/** CLOCK_MONOTONIC ns (process.hrtime.bigint) as ms since the epoch, on the SDK's clock. */
+export function epochMs(tNs: bigint): number {
+  return ORIGIN_MS + Number(tNs - ORIGIN_NS) / 1e6;
 }

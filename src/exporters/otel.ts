@@ -26,6 +26,7 @@ import {
   diag,
   type MeterProvider,
   metrics,
+  type ObservableCallback,
   type Span,
   type TracerProvider,
   trace,
@@ -34,7 +35,7 @@ import {
 import { type EnergyMessage, GIUL_CHANNELS, type WindowOpenMessage } from "../diagnostics.js";
 import type { Energy } from "../energy.js";
 import type { Meter as GiulMeter } from "../meter.js";
-import { energyAttributes, epochHrTime, JOULE_BUCKETS, LabelCache } from "./attributes.js";
+import { epochMs, JOULE_BUCKETS, LabelCache, setEnergyAttributes, stageAttributes } from "./attributes.js";
 import { CardFigureReader, hwAttributes } from "./cards.js";
 
 export interface OpenTelemetryOptions {
@@ -61,6 +62,12 @@ export interface OpenTelemetryInstrumentation {
 
 const SCOPE = "giul";
 
+/** What a window's opening left for its record: the caller's context, and the opening edge. */
+interface Opened {
+  readonly context: Context;
+  readonly openNs: bigint;
+}
+
 /**
  * Starts reporting every metered request (and the local cards) to OpenTelemetry. Call it once,
  * after the SDK is set up; windows opened before it are reported from their record on, without
@@ -80,46 +87,55 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
     valueType: ValueType.DOUBLE,
     advice: { explicitBucketBoundaries: [...JOULE_BUCKETS] },
   });
-  const requests = meter.createCounter("giul.requests", {
-    unit: "{request}",
-    description: "Metered requests (windows closed), by how their energy was obtained: unknown ones included",
-    valueType: ValueType.INT,
-  });
+  // Counted here and observed at each collection: an instrument's add() would hash the labels
+  // again for every window (see bench/RESULTS.md).
   const labels = new LabelCache({
     method: "giul.energy.method",
     backend: "giul.energy.backend",
     node: "giul.node",
   });
+  const requests = meter.createObservableCounter("giul.requests", {
+    unit: "{request}",
+    description: "Metered requests (windows closed), by how their energy was obtained: unknown ones included",
+    valueType: ValueType.INT,
+  });
+  const countRequests: ObservableCallback = (result) => {
+    for (const entry of labels.entries()) result.observe(entry.count, entry.labels);
+  };
+  requests.addCallback(countRequests);
 
   // The context of the caller of open(): a window's record goes to the span active then.
-  const opened = new WeakMap<GiulMeter, Context>();
+  const opened = new WeakMap<GiulMeter, Opened>();
   const onOpen = (message: unknown): void => {
     const active = context.active();
-    if (trace.getSpan(active) !== undefined) opened.set((message as WindowOpenMessage).meter, active);
+    if (trace.getSpan(active) === undefined) return;
+    const { meter: window, openNs } = message as WindowOpenMessage;
+    opened.set(window, { context: active, openNs });
   };
 
   const onEnergy = (message: unknown): void => {
     try {
       const { meter: window, node, energy: e } = message as EnergyMessage;
       const tags = labels.of(e.method, e.backend, node.name);
-      requests.add(1, tags);
-      if (e.joules !== null) energy.record(e.joules, tags);
+      tags.count += 1;
+      if (e.joules !== null) energy.record(e.joules, tags.labels);
       if (!onSpans && tracer === null) return;
       const at = opened.get(window);
+      if (at !== undefined) opened.delete(window);
       if (onSpans) {
-        const span = trace.getSpan(at ?? context.active());
-        if (span?.isRecording()) annotate(span, window, e, node.name);
+        const span = trace.getSpan(at?.context ?? context.active());
+        if (span?.isRecording()) annotate(span, window, e, node.name, at?.openNs ?? null);
       }
       if (tracer !== null) {
         const edges = window.edgeTimes();
         if (edges.open === null || edges.close === null) return;
         const span = tracer.startSpan(
           "giul.window",
-          { startTime: epochHrTime(edges.open) },
-          at ?? context.active(),
+          { startTime: epochMs(edges.open) },
+          at?.context ?? context.active(),
         );
-        annotate(span, window, e, node.name);
-        span.end(epochHrTime(edges.close));
+        annotate(span, window, e, node.name, edges.open);
+        span.end(epochMs(edges.close));
       }
     } catch (error) {
       diag.warn(`giul: recording a window failed: ${String(error)}`);
@@ -137,25 +153,26 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
       enabled = false;
       if (onSpans || windowSpans) unsubscribe(GIUL_CHANNELS.windowOpen, onOpen);
       unsubscribe(GIUL_CHANNELS.energy, onEnergy);
+      requests.removeCallback(countRequests);
       cards?.remove();
     },
   };
 }
 
-/** The record on `span`, and one `giul.stage` event per stage at the stage's closing mark. */
-function annotate(span: Span, window: GiulMeter, e: Energy, node: string): void {
-  span.setAttributes(energyAttributes(e, node));
-  const names = Object.keys(e.stages);
-  if (names.length === 0) return;
-  const marks = window.edgeTimes().marks;
-  for (const mark of marks) {
-    const stage = e.stages[mark.name];
-    if (stage === undefined) continue;
-    span.addEvent(
-      "giul.stage",
-      { "giul.stage.name": mark.name, ...energyAttributes(stage, null) },
-      epochHrTime(mark.tNs),
-    );
+/**
+ * The record on `span`, and one `giul.stage` event per stage at the stage's closing mark. Stages
+ * run back to back from the opening edge, so each mark is the opening edge plus the seconds of the
+ * stages up to it (to the nanosecond; no need to ask the Meter for its edges).
+ */
+function annotate(span: Span, window: GiulMeter, e: Energy, node: string, openNs: bigint | null): void {
+  setEnergyAttributes(span, e, node);
+  const open = openNs ?? (hasStages(e) ? window.edgeTimes().open : null);
+  if (open === null) return;
+  let at = epochMs(open);
+  for (const name in e.stages) {
+    const stage = e.stages[name] as Energy;
+    at += stage.seconds * 1000;
+    span.addEvent("giul.stage", stageAttributes(name, stage), at);
   }
 }
 
@@ -186,4 +203,9 @@ function cardInstruments(meter: ReturnType<MeterProvider["getMeter"]>): { remove
   };
   meter.addBatchObservableCallback(callback, [hwEnergy, hwPower]);
   return { remove: () => meter.removeBatchObservableCallback(callback, [hwEnergy, hwPower]) };
+}
+
+function hasStages(e: Energy): boolean {
+  for (const _ in e.stages) return true;
+  return false;
 }

@@ -87,7 +87,7 @@ export function collectGiulMetrics(
   const onEnergy = (message: unknown): void => {
     try {
       const { node, energy: e } = message as EnergyMessage;
-      const tags = labels.of(e.method, e.backend, node.name);
+      const tags = labels.of(e.method, e.backend, node.name).labels;
       requests.inc(tags);
       if (e.joules === null) return;
       histogram.observe(tags, e.joules);
