@@ -12,8 +12,9 @@
  *   first `result()` call if it comes before the tick in which `close()` settled is over
  *   (`await m.close(); m.result({ tokens })`, and `measure()`), carrying that call's record;
  *   otherwise from `process.nextTick` right after that tick, with the record `result()` gives
- *   with no tokens. Later `result()` calls publish nothing. A window never closed publishes no
- *   record.
+ *   with no tokens (then in no particular request's async context: a subscriber that needs the
+ *   request's context captures it on `giul:window:open`). Later `result()` calls publish nothing.
+ *   A window never closed publishes no record.
  *
  * Each message is a fresh object. Subscribers run synchronously and must not throw (Node turns a
  * subscriber's throw into an uncaught exception, and giul's own exporters never throw).
@@ -57,6 +58,9 @@ export interface EnergyMessage {
   readonly node: ResolvedNode;
   /** What the window cost, as `result()` returns it (`energy.toJSON()` is the fleet record). */
   readonly energy: Energy;
+  /** CLOCK_MONOTONIC ns of the window's opening and closing edges (its stages run back to back between). */
+  readonly openNs: bigint;
+  readonly closeNs: bigint;
 }
 
 export const windowOpenChannel = channel(GIUL_CHANNELS.windowOpen);
@@ -76,7 +80,40 @@ export function announceClose(meter: Meter, backend: BackendName, openNs: bigint
 }
 
 /** Publishes `giul:energy`: once per window (the Meter sees to that). */
-export function publishEnergy(meter: Meter, energy: Energy): void {
-  const message: EnergyMessage = { meter, node: meter.node, energy };
+export function publishEnergy(meter: Meter, energy: Energy, openNs: bigint, closeNs: bigint): void {
+  const message: EnergyMessage = { meter, node: meter.node, energy, openNs, closeNs };
   energyChannel.publish(message);
+}
+
+/** Closed windows whose record is still owed to `giul:energy` (none while nobody subscribes). */
+const owed = new Set<Meter>();
+let flushQueued = false;
+
+/**
+ * A window closed while `giul:energy` had subscribers: its record is owed. The first `result()`
+ * before this tick is over publishes it (see {@link claimEnergy}); else one `process.nextTick`
+ * for every window that closed in the tick publishes what `result()` gives with no tokens.
+ */
+export function oweEnergy(meter: Meter): void {
+  owed.add(meter);
+  if (flushQueued) return;
+  flushQueued = true;
+  process.nextTick(flushOwed);
+}
+
+/** Whether `meter`'s record is owed, and no longer once asked: the caller publishes it. */
+export function claimEnergy(meter: Meter): boolean {
+  return owed.size !== 0 && owed.delete(meter);
+}
+
+function flushOwed(): void {
+  flushQueued = false;
+  const due = [...owed];
+  for (const meter of due) {
+    try {
+      meter.result(); // claims and publishes (a window's result() never throws once it is closed)
+    } catch {
+      owed.delete(meter);
+    }
+  }
 }

@@ -4,7 +4,9 @@ import { debug } from "./debug.js";
 import {
   announceClose,
   announceOpen,
+  claimEnergy,
   energyChannel,
+  oweEnergy,
   publishEnergy,
   windowCloseChannel,
   windowOpenChannel,
@@ -226,8 +228,6 @@ export class Meter {
   private syncFailure: string | null = null;
   private closing: Promise<void> | null = null;
   private outcome: Outcome | null = null;
-  /** The record is owed to `giul:energy` (see src/diagnostics.ts): set at close, cleared once published. */
-  private unpublished = false;
 
   private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
@@ -504,13 +504,8 @@ export class Meter {
       track.release();
       this.state = "closed";
     }
-    if (energyChannel.hasSubscribers) {
-      // Published by the first result() before this tick is over (it knows the tokens), else here.
-      this.unpublished = true;
-      process.nextTick(() => {
-        if (this.unpublished) this.result();
-      });
-    }
+    // Published by the first result() before this tick is over (it knows the tokens), else right after.
+    if (energyChannel.hasSubscribers) oweEnergy(this);
   }
 
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
@@ -608,9 +603,10 @@ export class Meter {
       this.outcome.total.measurement,
       this.chargeContext(this.outcome.total, tokens, stages),
     );
-    if (this.unpublished) {
-      this.unpublished = false;
-      publishEnergy(this, energy);
+    if (claimEnergy(this)) {
+      const events = (this.entries as LedgerWindow).events;
+      const [first, last] = [events[0], events[events.length - 1]] as [LedgerEvent, LedgerEvent];
+      publishEnergy(this, energy, first.edge.tNs, last.edge.tNs);
     }
     return energy;
   }

@@ -87,6 +87,8 @@ describe.runIf(ready)("giul's diagnostics channels", () => {
     // The record published is the one result() returned: same object, tokens included.
     expect(energy.meter).toBe(m);
     expect(energy.energy).toBe(e);
+    expect(energy.openNs).toBe(edges.open);
+    expect(energy.closeNs).toBe(edges.close);
     expect(energy.energy.tokens).toBe(300);
     expect(energy.energy.method).toBe("sampled");
     // … and it is the card's energy above idle over the window's own edges.

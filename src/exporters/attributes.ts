@@ -1,10 +1,10 @@
 /**
  * A window's record as flat attributes for OpenTelemetry: on the request's span, the fields an
  * operator reads (`giul.energy.joules`, `.method`, `.backend`, `.uncertainty_joules`,
- * `.attribution`, `.contended`, `.card_joules`, `.seconds`, `.tokens`, `.concurrency_max`,
- * `.reason`, `.contended_by`, each where not null) and `giul.node`; on each stage's event, the
- * stage's joules, method, uncertainty and seconds. Kept to these because a span's attributes are
- * paid for per request (see bench/RESULTS.md); the whole record is `energy.toJSON()`.
+ * `.attribution`, `.contended`, `.card_joules`, `.tokens`, `.reason`, `.contended_by`, each where
+ * not null) and `giul.node`; on each stage's event (at the stage's end), the stage's joules,
+ * method and uncertainty. Kept to these because a span's attributes are paid for per request (see
+ * bench/RESULTS.md); the whole record is `energy.toJSON()`.
  */
 import type { Energy } from "../energy.js";
 
@@ -39,9 +39,7 @@ export function setEnergyAttributes(sink: AttributeSink, e: Energy, node: string
   set(sink, "giul.energy.joules", e.joules);
   set(sink, "giul.energy.uncertainty_joules", e.uncertaintyJoules);
   set(sink, "giul.energy.card_joules", e.cardJoules);
-  set(sink, "giul.energy.seconds", e.seconds);
   set(sink, "giul.energy.tokens", e.tokens);
-  set(sink, "giul.energy.concurrency_max", e.concurrency?.max ?? null);
   if (e.contendedBy.length > 0) {
     sink.setAttribute(
       "giul.energy.contended_by",
@@ -56,7 +54,6 @@ export function stageAttributes(name: string, e: Energy): FlatAttributes {
   const out: FlatAttributes = { "giul.stage.name": name, "giul.energy.method": e.method };
   put(out, "giul.energy.joules", e.joules);
   put(out, "giul.energy.uncertainty_joules", e.uncertaintyJoules);
-  put(out, "giul.energy.seconds", e.seconds);
   return out;
 }
 
@@ -71,27 +68,38 @@ export interface LabelEntry {
  * combination, so that recording allocates nothing, with a count of the windows under each.
  */
 export class LabelCache {
-  private readonly cache = new Map<string, LabelEntry>();
+  /** method → backend → node → entry: found with no string built per window. */
+  private readonly cache = new Map<string, Map<string, Map<string, LabelEntry>>>();
+  private readonly all: LabelEntry[] = [];
 
   constructor(private readonly keys: { method: string; backend: string; node: string }) {}
 
   of(method: string, backend: string, node: string): LabelEntry {
-    const key = `${method}\u0000${backend}\u0000${node}`;
-    let entry = this.cache.get(key);
+    let byBackend = this.cache.get(method);
+    if (byBackend === undefined) {
+      byBackend = new Map();
+      this.cache.set(method, byBackend);
+    }
+    let byNode = byBackend.get(backend);
+    if (byNode === undefined) {
+      byNode = new Map();
+      byBackend.set(backend, byNode);
+    }
+    let entry = byNode.get(node);
     if (entry === undefined) {
-      const labels = Object.freeze({
-        [this.keys.method]: method,
-        [this.keys.backend]: backend,
-        [this.keys.node]: node,
-      });
-      entry = { labels, count: 0 };
-      this.cache.set(key, entry);
+      const k = this.keys;
+      entry = {
+        labels: Object.freeze({ [k.method]: method, [k.backend]: backend, [k.node]: node }),
+        count: 0,
+      };
+      byNode.set(node, entry);
+      this.all.push(entry);
     }
     return entry;
   }
 
-  entries(): IterableIterator<LabelEntry> {
-    return this.cache.values();
+  entries(): readonly LabelEntry[] {
+    return this.all;
   }
 }
 

@@ -27,6 +27,7 @@ import {
   type MeterProvider,
   metrics,
   type ObservableCallback,
+  ROOT_CONTEXT,
   type Span,
   type TracerProvider,
   trace,
@@ -61,12 +62,6 @@ export interface OpenTelemetryInstrumentation {
 }
 
 const SCOPE = "giul";
-
-/** What a window's opening left for its record: the caller's context, and the opening edge. */
-interface Opened {
-  readonly context: Context;
-  readonly openNs: bigint;
-}
 
 /**
  * Starts reporting every metered request (and the local cards) to OpenTelemetry. Call it once,
@@ -104,18 +99,17 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
   };
   requests.addCallback(countRequests);
 
-  // The context of the caller of open(): a window's record goes to the span active then.
-  const opened = new WeakMap<GiulMeter, Opened>();
+  // The context of the caller of open(): a window's record goes to the span active then, and only
+  // there (a record published after close()'s tick runs in no particular request's context).
+  const opened = new WeakMap<GiulMeter, Context>();
   const onOpen = (message: unknown): void => {
     const active = context.active();
-    if (trace.getSpan(active) === undefined) return;
-    const { meter: window, openNs } = message as WindowOpenMessage;
-    opened.set(window, { context: active, openNs });
+    if (trace.getSpan(active) !== undefined) opened.set((message as WindowOpenMessage).meter, active);
   };
 
   const onEnergy = (message: unknown): void => {
     try {
-      const { meter: window, node, energy: e } = message as EnergyMessage;
+      const { meter: window, node, energy: e, openNs, closeNs } = message as EnergyMessage;
       const tags = labels.of(e.method, e.backend, node.name);
       tags.count += 1;
       if (e.joules !== null) energy.record(e.joules, tags.labels);
@@ -123,19 +117,13 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
       const at = opened.get(window);
       if (at !== undefined) opened.delete(window);
       if (onSpans) {
-        const span = trace.getSpan(at?.context ?? context.active());
-        if (span?.isRecording()) annotate(span, window, e, node.name, at?.openNs ?? null);
+        const span = at === undefined ? undefined : trace.getSpan(at);
+        if (span?.isRecording()) annotate(span, e, node.name, openNs);
       }
       if (tracer !== null) {
-        const edges = window.edgeTimes();
-        if (edges.open === null || edges.close === null) return;
-        const span = tracer.startSpan(
-          "giul.window",
-          { startTime: epochMs(edges.open) },
-          at?.context ?? context.active(),
-        );
-        annotate(span, window, e, node.name, edges.open);
-        span.end(epochMs(edges.close));
+        const span = tracer.startSpan("giul.window", { startTime: epochMs(openNs) }, at ?? ROOT_CONTEXT);
+        annotate(span, e, node.name, openNs);
+        span.end(epochMs(closeNs));
       }
     } catch (error) {
       diag.warn(`giul: recording a window failed: ${String(error)}`);
@@ -162,13 +150,11 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
 /**
  * The record on `span`, and one `giul.stage` event per stage at the stage's closing mark. Stages
  * run back to back from the opening edge, so each mark is the opening edge plus the seconds of the
- * stages up to it (to the nanosecond; no need to ask the Meter for its edges).
+ * stages up to it.
  */
-function annotate(span: Span, window: GiulMeter, e: Energy, node: string, openNs: bigint | null): void {
+function annotate(span: Span, e: Energy, node: string, openNs: bigint): void {
   setEnergyAttributes(span, e, node);
-  const open = openNs ?? (hasStages(e) ? window.edgeTimes().open : null);
-  if (open === null) return;
-  let at = epochMs(open);
+  let at = epochMs(openNs);
   for (const name in e.stages) {
     const stage = e.stages[name] as Energy;
     at += stage.seconds * 1000;
@@ -203,9 +189,4 @@ function cardInstruments(meter: ReturnType<MeterProvider["getMeter"]>): { remove
   };
   meter.addBatchObservableCallback(callback, [hwEnergy, hwPower]);
   return { remove: () => meter.removeBatchObservableCallback(callback, [hwEnergy, hwPower]) };
-}
-
-function hasStages(e: Energy): boolean {
-  for (const _ in e.stages) return true;
-  return false;
 }
