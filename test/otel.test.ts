@@ -291,6 +291,26 @@ describe.runIf(ready)("giul/otel with the OpenTelemetry SDK", () => {
     expect(child?.events.map((ev) => ev.attributes?.["giul.stage.name"])).toEqual(["retrieve", "generate"]);
   });
 
+  it("leaves the stage events out with stageEvents: false, and the span alone with spanAttributes: false", async () => {
+    otel.disable();
+    otel = instrumentOpenTelemetry({
+      meterProvider: new MeterProvider({ readers: [new TestReader()] }),
+      stageEvents: false,
+    });
+    const plain = await request("no-stage-events");
+    const a = finished(plain.spanId);
+    expect(a.attributes["giul.energy.joules"]).toBe(plain.e.joules);
+    expect(a.events).toEqual([]);
+    otel.disable();
+    otel = instrumentOpenTelemetry({
+      meterProvider: new MeterProvider({ readers: [new TestReader()] }),
+      spanAttributes: false,
+    });
+    const bare = await request("no-attributes");
+    expect(finished(bare.spanId).attributes).toEqual({});
+    expect(finished(bare.spanId).events).toEqual([]);
+  });
+
   it("stops when disabled: no more records, no card metrics", async () => {
     otel.disable();
     otel.disable();

@@ -47,6 +47,11 @@ export interface OpenTelemetryOptions {
   /** Put each window's record on the span active when it opened (default true). */
   readonly spanAttributes?: boolean;
   /**
+   * With the record, one `giul.stage` event per stage (default true). The SDK's events are the
+   * dearest part of a window's cost (see bench/RESULTS.md): turn them off where that matters.
+   */
+  readonly stageEvents?: boolean;
+  /**
    * Also record each window as a span of its own, `giul.window`, from its opening to its closing
    * edge, a child of the span active when it opened, with the record's attributes and stage
    * events (default false).
@@ -71,6 +76,7 @@ const SCOPE = "giul";
 export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetryInstrumentation {
   const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE);
   const onSpans = options.spanAttributes ?? true;
+  const withStages = options.stageEvents ?? true;
   const windowSpans = options.windowSpans ?? false;
   const tracer = windowSpans ? (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE) : null;
 
@@ -118,11 +124,11 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
       if (at !== undefined) opened.delete(window);
       if (onSpans) {
         const span = at === undefined ? undefined : trace.getSpan(at);
-        if (span?.isRecording()) annotate(span, e, node.name, openNs);
+        if (span?.isRecording()) annotate(span, e, node.name, withStages ? openNs : null);
       }
       if (tracer !== null) {
         const span = tracer.startSpan("giul.window", { startTime: epochMs(openNs) }, at ?? ROOT_CONTEXT);
-        annotate(span, e, node.name, openNs);
+        annotate(span, e, node.name, withStages ? openNs : null);
         span.end(epochMs(closeNs));
       }
     } catch (error) {
@@ -150,10 +156,11 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
 /**
  * The record on `span`, and one `giul.stage` event per stage at the stage's closing mark. Stages
  * run back to back from the opening edge, so each mark is the opening edge plus the seconds of the
- * stages up to it.
+ * stages up to it. No events when `openNs` is null (stageEvents: false).
  */
-function annotate(span: Span, e: Energy, node: string, openNs: bigint): void {
+function annotate(span: Span, e: Energy, node: string, openNs: bigint | null): void {
   setEnergyAttributes(span, e, node);
+  if (openNs === null) return;
   let at = epochMs(openNs);
   for (const name in e.stages) {
     const stage = e.stages[name] as Energy;
