@@ -9,7 +9,7 @@
  */
 import type { CardReader } from "../backends/card.js";
 import { EnergyTotal } from "../backends/energy-total.js";
-import type { TrackReadings } from "../backends/readings.js";
+import type { LatestSample, TrackReadings } from "../backends/readings.js";
 import type { Track } from "../backends/track.js";
 import { debug } from "../debug.js";
 import { fail, ok, type Result } from "../measurement.js";
@@ -173,7 +173,7 @@ export class DeviceMonitor {
   }
 
   /** The newest power and cumulative energy of the card's sampler. */
-  private latest(): {
+  private latest(sample: LatestSample | null = this.sampler?.readings.latest() ?? null): {
     watts: number | null;
     energyJ: number | null;
     monotonicNs: string | null;
@@ -181,7 +181,6 @@ export class DeviceMonitor {
     series: string | null;
   } {
     const readings = this.sampler?.readings;
-    const sample = readings?.latest() ?? null;
     const info = readings?.ringInfo() ?? null;
     if (sample === null || info === null) {
       return { watts: null, energyJ: null, monotonicNs: null, source: null, series: null };
@@ -230,13 +229,15 @@ export class DeviceMonitor {
     identity: CardIdentity;
   }> {
     const state = await this.currentState();
-    const latest = this.latest();
+    // One sample for both energy figures, so that they move together.
     const readings = this.sampler?.readings;
+    const sample = readings?.latest() ?? null;
+    const latest = this.latest(sample);
     const info = readings?.ringInfo() ?? null;
     const energyTotalJ =
       readings === undefined || info === null
         ? this.total.totalJ
-        : this.total.observe(readings.latest(), info.column, readings);
+        : this.total.observe(sample, info.column, readings);
     const identity = cardInUse(this.gpu)?.identity ?? {
       id: `gpu${this.gpu}`,
       name: `gpu${this.gpu}`,
