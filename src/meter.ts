@@ -2,6 +2,16 @@ import { type Edge, NullTrack, type Track } from "./backends/track.js";
 import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
 import {
+  announceClose,
+  announceOpen,
+  claimEnergy,
+  energyChannel,
+  oweEnergy,
+  publishEnergy,
+  windowCloseChannel,
+  windowOpenChannel,
+} from "./diagnostics.js";
+import {
   type Attribution,
   aboveIdle,
   type ChargeContext,
@@ -385,6 +395,7 @@ export class Meter {
       this,
     );
     this.state = "open";
+    if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs);
     return this;
   }
 
@@ -476,6 +487,8 @@ export class Meter {
     const entries = this.entries as LedgerWindow;
     const openEvent = entries.events[0] as LedgerEvent;
     const closeEvent = ledger.closeWindow(entries);
+    if (windowCloseChannel.hasSubscribers)
+      announceClose(this, this.selection?.backend ?? "none", openEvent.edge.tNs, closeEvent.edge.tNs);
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
@@ -494,6 +507,8 @@ export class Meter {
       track.release();
       this.state = "closed";
     }
+    // Published by the first result() before this tick is over (it knows the tokens), else right after.
+    if (energyChannel.hasSubscribers) oweEnergy(this);
   }
 
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
@@ -587,7 +602,16 @@ export class Meter {
     for (const stage of this.outcome.stages) {
       stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
     }
-    return charge(this.outcome.total.measurement, this.chargeContext(this.outcome.total, tokens, stages));
+    const energy = charge(
+      this.outcome.total.measurement,
+      this.chargeContext(this.outcome.total, tokens, stages),
+    );
+    if (claimEnergy(this)) {
+      const events = (this.entries as LedgerWindow).events;
+      const [first, last] = [events[0], events[events.length - 1]] as [LedgerEvent, LedgerEvent];
+      publishEnergy(this, energy, first.edge.tNs, last.edge.tNs);
+    }
+    return energy;
   }
 
   /** The one builder of what the rules need besides the measurement. */

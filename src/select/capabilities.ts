@@ -165,7 +165,7 @@ async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<Car
     else reason = `GPU ${index} cannot be read: ${read.reason}`;
   }
   if (reason !== null) debug("card %d: %s", index, reason);
-  return { ...capabilitiesOf(info, smi), info, reason };
+  return { ...capabilitiesOf(info, smi), info, reason, driverVersion: nvml.status.driverVersion };
 }
 
 /**

@@ -8,6 +8,7 @@ import { GiulError } from "../errors.js";
 import { BACKEND_NAMES, type BackendName } from "../measurement.js";
 import type { ResolvedNode } from "../node.js";
 import { localCapabilities } from "./capabilities.js";
+import { noteCardInUse } from "./in-use.js";
 import { descriptorOf, firstServing } from "./registry.js";
 
 /**
@@ -131,5 +132,9 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
 function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabilities | null): Selection {
   const opened = backend.open(node, caps);
   if (!opened.ok) return { backend: "none", track: null, reason: opened.reason };
+  if (node.isLocal) {
+    const known = { uuid: caps?.info?.uuid, name: caps?.info?.name, driverVersion: caps?.driverVersion };
+    noteCardInUse(node.gpuIndex, backend.name, opened.value.track.readings, known);
+  }
   return { backend: backend.name, track: opened.value.track, reason: null, reader: opened.value.reader };
 }
