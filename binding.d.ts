@@ -273,17 +273,34 @@ export interface NativeSampler {
   release(): void;
 }
 
+/**
+ * Options of the calls that run NVML off the JS thread. They run on the addon's own threads, never
+ * libuv's pool, so a call stuck in the driver does not hold the process's exit.
+ */
+export interface NativeCallOptions {
+  /**
+   * Whether the pending call keeps the event loop alive, as libuv work does (default true). With
+   * false a process with nothing else to do exits without waiting for the driver to answer (and the
+   * promise never settles).
+   */
+  readonly keepAlive?: boolean;
+}
+
 export interface GiulBinding {
   readonly layout: RingLayout;
   readonly flags: SampleFlags;
   /** Layout of each device's event log (NativeSampler.ledger). */
   readonly ledgerLayout: LedgerLayout;
-  /** Loads and initialises NVML once per process (off the JS thread); later calls share the result. */
-  nvmlInit(): Promise<NvmlInfo | NativeFailure>;
-  /** Reads one device's state off the JS thread. Needs nvmlInit to have succeeded. */
-  deviceInfo(index: number): Promise<DeviceInfo | NativeFailure>;
+  /**
+   * Loads and initialises NVML off the JS thread. Once a load has succeeded, later calls share it
+   * for the life of the process; while loads fail, each call tries again (a driver loaded since is
+   * then found).
+   */
+  nvmlInit(options?: NativeCallOptions): Promise<NvmlInfo | NativeFailure>;
+  /** Reads one device's state off the JS thread. Loads NVML first when it is not loaded. */
+  deviceInfo(index: number, options?: NativeCallOptions): Promise<DeviceInfo | NativeFailure>;
   /** Reads the compute processes of a device (with names) off the JS thread. */
-  computeProcesses(index: number): Promise<ProcessList | NativeFailure>;
+  computeProcesses(index: number, options?: NativeCallOptions): Promise<ProcessList | NativeFailure>;
   /**
    * Takes a reference to the sampling thread of a device, starting it if none runs. Makes no NVML
    * call on the calling thread. Needs nvmlInit to have succeeded.

@@ -11,6 +11,7 @@ export const FAST_SUITES = [
   "test/agent.wire.test.ts",
   "test/contention.test.ts",
   "test/energy.test.ts",
+  "test/energy-total.test.ts",
   "test/ledger.test.ts",
   "test/node.test.ts",
   "test/ring-track.test.ts",

@@ -2,10 +2,12 @@
 // Benchmarks of the Meter on the native path (issue 3), against the libnvidia-ml test double:
 //   1. event-loop time per window (open + 2 marks + close + result) at 1,000 concurrent windows;
 //   2. the sampling thread's CPU at 10 ms and 1 ms periods;
-//   3. RSS over 1,000,000 windows.
+//   3. RSS over 1,000,000 windows;
+//   4. what the diagnostics channels and giul/otel add per window (bench/exporters.js).
 // Usage: npm run bench   (or: npm run build:ts && node --expose-gc bench/meter.js [--quick])
 // Prints a Markdown section for bench/RESULTS.md. Numbers are for the double, whose NVML calls
 // cost almost nothing: on a real card add the driver's own cost to the sampler CPU.
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -186,4 +188,12 @@ const lines = [
   ``,
 ];
 console.log(lines.join("\n"));
-process.exit(0);
+
+// ---- 4. the exporters' cost per window (a process of its own: its OpenTelemetry SDK and context
+// manager stay out of the figures above) ---------------------------------------------------------
+const exporters = spawnSync(
+  process.execPath,
+  [join(root, "bench", "exporters.js"), ...(quick ? ["--quick"] : [])],
+  { stdio: ["ignore", "inherit", "inherit"], env: process.env },
+);
+process.exit(exporters.status ?? 1);

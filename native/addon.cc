@@ -1,13 +1,17 @@
 #include "addon.h"
 
 #include <cmath>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "device_reader.h"
 #include "js_values.h"
+#include "module_pin.h"
 #include "monotonic_clock.h"
 #include "nvml_library.h"
-#include "promise_worker.h"
+#include "promise_call.h"
 #include "sampler.h"
 #include "sampler_reference.h"
 #include "sampler_registry.h"
@@ -27,9 +31,45 @@ unsigned int DeviceIndexArg(const Napi::CallbackInfo& info, const char* method) 
   return static_cast<unsigned int>(index);
 }
 
+/// The `{ keepAlive }` option at `at` (default true: the pending call keeps the event loop alive).
+bool KeepAliveArg(const Napi::CallbackInfo& info, size_t at, const char* method) {
+  if (info.Length() <= at || info[at].IsUndefined() || info[at].IsNull()) {
+    return true;
+  }
+  if (!info[at].IsObject()) {
+    throw Napi::TypeError::New(info.Env(), std::string(method) + ": options must be an object");
+  }
+  Napi::Value keep_alive = info[at].As<Napi::Object>().Get("keepAlive");
+  if (keep_alive.IsUndefined()) {
+    return true;
+  }
+  if (!keep_alive.IsBoolean()) {
+    throw Napi::TypeError::New(info.Env(),
+                               std::string(method) + ": options.keepAlive must be a boolean");
+  }
+  return keep_alive.As<Napi::Boolean>().Value();
+}
+
+/// Runs `then` with the library, or returns the failure of loading it (tried again by each call
+/// while it fails: a driver loaded since is then found).
+template <typename T>
+using WithLibrary = std::function<Result<T>(const std::shared_ptr<const NvmlLibrary>&)>;
+
+template <typename T>
+Result<T> LoadThen(const WithLibrary<T>& then) {
+  NvmlLibrary::Outcome outcome = NvmlLibrary::Load();
+  if (const auto* failure = std::get_if<Failure>(&outcome)) {
+    return *failure;
+  }
+  return then(std::get<std::shared_ptr<const NvmlLibrary>>(outcome));
+}
+
 }  // namespace
 
 GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
+  // Threads of this library outlive environments (and, stuck in a driver call, any join): its
+  // code must stay mapped however many environments load and unload it.
+  PinThisModule();
   sampler_class_ = Napi::Persistent(SamplerReference::DefineClass(env));
   DefineAddon(exports,
               {
@@ -54,45 +94,40 @@ GiulAddon::~GiulAddon() {
 }
 
 Napi::Value GiulAddon::NvmlInit(const Napi::CallbackInfo& info) {
-  return PromiseWorker<NvmlLibrary::Info>::Run(
+  bool keep_alive = KeepAliveArg(info, 0, "nvmlInit");
+  return PromiseCall<NvmlLibrary::Info>::Run(
       info.Env(), "giul:nvmlInit",
       []() -> Result<NvmlLibrary::Info> {
-        const auto& outcome = NvmlLibrary::Load();
-        if (const auto* failure = std::get_if<Failure>(&outcome)) {
-          return *failure;
-        }
-        return std::get<std::shared_ptr<const NvmlLibrary>>(outcome)->info();
+        return LoadThen<NvmlLibrary::Info>(
+            [](const auto& library) -> Result<NvmlLibrary::Info> { return library->info(); });
       },
-      js::FromInfo);
+      js::FromInfo, keep_alive);
 }
 
 Napi::Value GiulAddon::DeviceInfo(const Napi::CallbackInfo& info) {
   unsigned int index = DeviceIndexArg(info, "deviceInfo");
-  return PromiseWorker<DeviceInfoData>::Run(
+  bool keep_alive = KeepAliveArg(info, 1, "deviceInfo");
+  return PromiseCall<DeviceInfoData>::Run(
       info.Env(), "giul:deviceInfo",
       [index]() -> Result<DeviceInfoData> {
-        const auto& outcome = NvmlLibrary::Load();
-        if (const auto* failure = std::get_if<Failure>(&outcome)) {
-          return *failure;
-        }
-        return DeviceReader(std::get<std::shared_ptr<const NvmlLibrary>>(outcome)).ReadInfo(index);
+        return LoadThen<DeviceInfoData>([index](const auto& library) -> Result<DeviceInfoData> {
+          return DeviceReader(library).ReadInfo(index);
+        });
       },
-      js::FromDeviceInfo);
+      js::FromDeviceInfo, keep_alive);
 }
 
 Napi::Value GiulAddon::ComputeProcesses(const Napi::CallbackInfo& info) {
   unsigned int index = DeviceIndexArg(info, "computeProcesses");
-  return PromiseWorker<ProcessListData>::Run(
+  bool keep_alive = KeepAliveArg(info, 1, "computeProcesses");
+  return PromiseCall<ProcessListData>::Run(
       info.Env(), "giul:computeProcesses",
       [index]() -> Result<ProcessListData> {
-        const auto& outcome = NvmlLibrary::Load();
-        if (const auto* failure = std::get_if<Failure>(&outcome)) {
-          return *failure;
-        }
-        return DeviceReader(std::get<std::shared_ptr<const NvmlLibrary>>(outcome))
-            .ReadProcesses(index);
+        return LoadThen<ProcessListData>([index](const auto& library) -> Result<ProcessListData> {
+          return DeviceReader(library).ReadProcesses(index);
+        });
       },
-      js::FromProcessList);
+      js::FromProcessList, keep_alive);
 }
 
 Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
@@ -104,13 +139,13 @@ Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
   int period_ms = Sampler::ClampPeriodMs(info[1].As<Napi::Number>().DoubleValue());
 
   // No NVML call here: only the outcome of a finished nvmlInit() is used.
-  const NvmlLibrary::Outcome* outcome = NvmlLibrary::Loaded();
-  if (outcome == nullptr) {
+  std::optional<NvmlLibrary::Outcome> outcome = NvmlLibrary::Loaded();
+  if (!outcome) {
     return Failure(Failure::Code::kInitFailed, std::nullopt,
                    "openSampler needs nvmlInit() to have resolved first")
         .ToObject(env);
   }
-  if (const auto* failure = std::get_if<Failure>(outcome)) {
+  if (const auto* failure = std::get_if<Failure>(&*outcome)) {
     return failure->ToObject(env);
   }
   const auto& library = std::get<std::shared_ptr<const NvmlLibrary>>(*outcome);

@@ -1,7 +1,7 @@
 #include "nvml_library.h"
 
 #include <algorithm>
-#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -97,9 +97,23 @@ std::optional<std::string> ReadSystemString(void* symbol, unsigned int size) {
   return buffer;
 }
 
-std::atomic<const NvmlLibrary::Outcome*>& Published() {
-  static std::atomic<const NvmlLibrary::Outcome*> published{nullptr};
-  return published;
+// What every load shares. Process-wide by design (one NVML per process, shared by every
+// environment) and never freed: a library that loaded stays loaded, so no thread (sampler, NVML
+// call, worker) can see it unloaded under it.
+struct LoadState {
+  std::mutex load_mutex;   // one load at a time; held for as long as a load takes (seconds)
+  std::mutex state_mutex;  // held only to read or publish `last`
+  std::optional<NvmlLibrary::Outcome> last;  // guarded by state_mutex
+  uint64_t loads = 0;                        // guarded by state_mutex: loads finished
+};
+
+LoadState& State() {
+  static auto* state = new LoadState();
+  return *state;
+}
+
+bool Succeeded(const NvmlLibrary::Outcome& outcome) {
+  return std::holds_alternative<std::shared_ptr<const NvmlLibrary>>(outcome);
 }
 
 }  // namespace
@@ -259,17 +273,37 @@ NvmlLibrary::Outcome NvmlLibrary::LoadOnce() {
   return std::shared_ptr<const NvmlLibrary>(std::move(lib));
 }
 
-const NvmlLibrary::Outcome& NvmlLibrary::Load() {
-  // Process-wide by design: one NVML per process, shared by every environment. The outcome is
-  // never freed, so no thread (sampler, pool, worker) can see the library unloaded under it.
-  static std::once_flag once;
-  std::call_once(once,
-                 [] { Published().store(new Outcome(LoadOnce()), std::memory_order_release); });
-  return *Published().load(std::memory_order_acquire);
+NvmlLibrary::Outcome NvmlLibrary::Load() {
+  // No std::call_once: it would keep a failure for the life of the process, and a driver loaded
+  // after start-up would never be seen. A failed library is unloaded with its outcome (nothing
+  // holds its symbols); a library that loaded is kept for good.
+  LoadState& state = State();
+  uint64_t seen = 0;
+  {
+    std::lock_guard<std::mutex> lock(state.state_mutex);
+    if (state.last && Succeeded(*state.last)) {
+      return *state.last;
+    }
+    seen = state.loads;
+  }
+  std::lock_guard<std::mutex> loading(state.load_mutex);
+  {
+    std::lock_guard<std::mutex> lock(state.state_mutex);
+    if (state.loads != seen && state.last) {
+      return *state.last;  // a load finished while this call waited for it: share its outcome
+    }
+  }
+  Outcome outcome = LoadOnce();
+  std::lock_guard<std::mutex> lock(state.state_mutex);
+  state.last = outcome;
+  ++state.loads;
+  return outcome;
 }
 
-const NvmlLibrary::Outcome* NvmlLibrary::Loaded() {
-  return Published().load(std::memory_order_acquire);
+std::optional<NvmlLibrary::Outcome> NvmlLibrary::Loaded() {
+  LoadState& state = State();
+  std::lock_guard<std::mutex> lock(state.state_mutex);
+  return state.last;
 }
 
 }  // namespace giul

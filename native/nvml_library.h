@@ -1,5 +1,6 @@
 // libnvidia-ml.so.1 loaded at run time: the symbols giul uses (versioned first, older ones as a
-// fallback), initialised once per process and shared by every environment and thread.
+// fallback), initialised once per process and shared by every environment and thread. A load that
+// failed is not kept: the next Load() tries again (the driver may have been loaded since).
 #pragma once
 
 #include <memory>
@@ -37,11 +38,14 @@ class NvmlLibrary {
   NvmlLibrary(NvmlLibrary&&) = delete;
   NvmlLibrary& operator=(NvmlLibrary&&) = delete;
 
-  /// Loads and initialises NVML once per process; later calls share the outcome. Blocks while the
-  /// first load runs: call it off the JS thread.
-  static const Outcome& Load();
-  /// The outcome when a load has finished, else nullptr. Never blocks and makes no NVML call.
-  static const Outcome* Loaded();
+  /// Loads and initialises NVML. Once a load has succeeded every call shares its library for the
+  /// life of the process; while loads fail, each call tries again (one load at a time: a call that
+  /// waited for another's load gets that load's outcome). Blocks while a load runs: call it off
+  /// the JS thread.
+  static Outcome Load();
+  /// The outcome of the last load that finished, if any. Never waits for a load in progress and
+  /// makes no NVML call.
+  static std::optional<Outcome> Loaded();
 
   /// "GPU is lost (15)": a name for an nvmlReturn_t that needs no library.
   static std::string DescribeReturn(int nvml_return);

@@ -75,6 +75,18 @@ void Sampler::Join() {
   }
 }
 
+bool Sampler::WaitFinished(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return wake_.wait_until(lock, deadline,
+                          [this] { return finished_.load(std::memory_order_acquire); });
+}
+
+void Sampler::Abandon() {
+  if (thread_.joinable()) {
+    thread_.detach();
+  }
+}
+
 uint64_t Sampler::AddReference(int period_ms) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t id = next_id_++;
@@ -152,7 +164,11 @@ void Sampler::Run() {
   ring_->BeginWrite();
   ring_->header(RingLayout::kState) = RingLayout::kStopped;
   ring_->EndWrite();
-  finished_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_.store(true, std::memory_order_release);
+  }
+  wake_.notify_all();  // WaitFinished
 }
 
 /// What one tick read, and the first thing that went wrong while reading it.
@@ -192,14 +208,29 @@ struct Sampler::TickReads {
   }
 };
 
+int64_t Sampler::InCallForNs(int64_t now_ns) const {
+  int64_t started = tick_started_ns_.load(std::memory_order_acquire);
+  return started == 0 ? 0 : now_ns - started;
+}
+
 void Sampler::Tick() {
   TickReads reads;
   reads.started = MonotonicNs();
-  if (OpenDevice(reads)) {
+  tick_started_ns_.store(reads.started, std::memory_order_release);
+  // Asked to stop while a call was in progress (a slow or stuck driver): make no further call.
+  if (OpenDevice(reads) && !Stopping()) {
     ReadCounter(reads);
-    ReadPower(reads);
+    if (!Stopping()) {
+      ReadPower(reads);
+    }
+  }
+  if (reads.error == nvml::kGpuIsLost || reads.error == nvml::kResetRequired) {
+    // A lost card's handle is not trusted again: the next tick asks for the device anew, and
+    // the card is read again once it answers (after a reset, say).
+    have_device_ = false;
   }
   reads.finished = MonotonicNs();
+  tick_started_ns_.store(0, std::memory_order_release);
   const int64_t t = reads.StampNs() - epoch_ns_;
   TrackCounter(reads, t);
   IntegratePower(reads);
@@ -214,6 +245,9 @@ bool Sampler::OpenDevice(TickReads& reads) {
       have_device_ = true;
     } else {
       reads.NoteError(r);
+      if (any_read_ok_) {
+        reads.flags |= SampleFlag::kReadFailed;  // the card answered before: this is a fault
+      }
     }
   }
   return have_device_;

@@ -37,11 +37,19 @@ class Sampler {
 
   /// Starts the thread; throws std::system_error when it cannot be created.
   void Start();
-  /// Sets the stop flag and wakes the thread; it exits after the read in progress, if any.
+  /// Sets the stop flag and wakes the thread; it exits after the NVML call in progress, if any,
+  /// making no further call.
   void RequestStop();
   /// True once the thread function has returned (join() then does not block).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  /// How long the thread has been inside its current tick's NVML calls (ns), 0 between ticks.
+  int64_t InCallForNs(int64_t now_ns) const;
   void Join();
+  /// Waits until the thread has finished or `deadline` has passed; whether it finished.
+  bool WaitFinished(std::chrono::steady_clock::time_point deadline);
+  /// Lets the thread go without joining it (one stuck in a driver call at exit). The caller keeps
+  /// this object alive for good: the thread still uses it when its call returns.
+  void Abandon();
 
   /// Reference bookkeeping; the registry serialises these under its own lock.
   uint64_t AddReference(int period_ms);
@@ -70,7 +78,8 @@ class Sampler {
   /// One sample: open the device, read the counter, read power, check the counter, integrate
   /// power, tally faults, publish into the ring. Each step below is one of these.
   void Tick();
-  /// Gets the device handle once; true when the thread has one.
+  bool Stopping() const { return stop_.load(std::memory_order_acquire); }
+  /// Gets the device handle (again after the GPU was lost); true when the thread has one.
   bool OpenDevice(TickReads& reads);
   /// Reads the energy counter (mJ), learning whether the card has one.
   void ReadCounter(TickReads& reads);
@@ -99,6 +108,7 @@ class Sampler {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<int64_t> tick_started_ns_{0};  // CLOCK_MONOTONIC when the tick in progress began
   std::mutex mutex_;
   std::condition_variable wake_;
   bool period_changed_ = false;      // guarded by mutex_

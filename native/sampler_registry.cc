@@ -1,16 +1,28 @@
 #include "sampler_registry.h"
 
+#include <chrono>
 #include <new>
+#include <string>
 #include <system_error>
+
+#include "call_pool.h"
+#include "monotonic_clock.h"
 
 namespace giul {
 namespace {
 
-// Stops and joins the threads still running when the process exits (return from main, exit(),
-// process.exit()), before the runtime tears down what they use.
+// Stops the threads still running when the process exits (return from main, exit(),
+// process.exit()), before the runtime tears down what they use; and tells the NVML call threads
+// that a call finishing from now on has nobody to answer.
 struct ShutdownAtExitGuard {
-  ShutdownAtExitGuard() { SamplerRegistry::Instance(); }
-  ~ShutdownAtExitGuard() { SamplerRegistry::Instance().ShutdownAtExit(); }
+  ShutdownAtExitGuard() {
+    SamplerRegistry::Instance();
+    CallPool::Instance();
+  }
+  ~ShutdownAtExitGuard() {
+    CallPool::MarkExiting();
+    SamplerRegistry::Instance().ShutdownAtExit();
+  }
 };
 const ShutdownAtExitGuard kShutdownAtExit;
 
@@ -33,6 +45,20 @@ Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
   auto it = active_.find(index);
   if (it != active_.end()) {
     return Reference{it->second, it->second->AddReference(period_ms)};
+  }
+  // A driver that does not answer would otherwise cost a thread stuck in it per start (each time
+  // the last window on the card lets its sampler go and a new window comes): one is enough.
+  const int64_t now = MonotonicNs();
+  for (const auto& stopping : stopping_) {
+    int64_t stuck_ns = stopping->InCallForNs(now);
+    if (stopping->index() == index && !stopping->finished() &&
+        stuck_ns > std::chrono::nanoseconds(kStuckAfter).count()) {
+      return Failure(Failure::Code::kSamplerFailed, std::nullopt,
+                     "the sampling thread of GPU " + std::to_string(index) +
+                         " stalled: it has been inside a driver call for " +
+                         std::to_string(stuck_ns / 1000000) +
+                         " ms, and no other is started until it returns");
+    }
   }
   try {
     auto sampler = std::make_shared<Sampler>(index, std::move(library));
@@ -103,8 +129,21 @@ void SamplerRegistry::ShutdownAtExit() {
   for (auto& sampler : all) {
     sampler->RequestStop();
   }
+  // A thread between ticks or in a normal call stops within microseconds. One inside a driver
+  // call that does not return (a hung GPU, 20 s per call) cannot be interrupted, and joining it
+  // would hold the exit as long as the call: after the wait it is detached instead, and its
+  // sampler (ring, event log, library) is kept for good, so that whatever the thread touches
+  // when its call returns is still there until the process is gone. It makes no further NVML
+  // call once asked to stop.
+  const auto deadline = std::chrono::steady_clock::now() + kExitWait;
   for (auto& sampler : all) {
-    sampler->Join();
+    if (sampler->WaitFinished(deadline)) {
+      sampler->Join();
+    } else {
+      sampler->Abandon();
+      std::lock_guard<std::mutex> lock(mutex_);
+      abandoned_.push_back(sampler);
+    }
   }
 }
 

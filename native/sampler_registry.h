@@ -1,8 +1,11 @@
 // The process-wide set of sampler threads, one per device, shared by every reference from every
 // environment. Stopping never blocks the caller: a thread asked to stop is joined once it has
-// returned (on a later call), and every thread left is stopped and joined at process exit.
+// returned (on a later call). At process exit every thread left is stopped and joined, except one
+// still inside a driver call after a short wait: that one is abandoned (detached, its sampler kept
+// alive for good), so that a driver call that never returns cannot hold the exit.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,7 +38,14 @@ class SamplerRegistry {
   void Release(const Reference& reference);
   /// Threads whose function has not returned yet.
   int AliveThreads();
-  /// Stops and joins every thread; later Acquire calls fail.
+  /// A stopped thread inside a driver call for longer than this is stuck: no other thread is
+  /// started for its device until it returns.
+  static constexpr std::chrono::seconds kStuckAfter{1};
+  /// How long the exit waits, in all, for threads to finish the calls they are in.
+  static constexpr std::chrono::milliseconds kExitWait{50};
+
+  /// Stops every thread and joins those that finish within kExitWait; abandons the others. Later
+  /// Acquire calls fail.
   void ShutdownAtExit();
 
  private:
@@ -47,6 +57,8 @@ class SamplerRegistry {
   bool shut_down_ = false;
   std::map<unsigned int, std::shared_ptr<Sampler>> active_;
   std::vector<std::shared_ptr<Sampler>> stopping_;
+  /// Threads left running at exit, stuck in a call; their samplers are never freed.
+  std::vector<std::shared_ptr<Sampler>> abandoned_;
 };
 
 }  // namespace giul

@@ -255,7 +255,7 @@ export function charge(measurement: SpanMeasurement | ShareMeasurement, ctx: Cha
       card,
     );
   }
-  let reason = measurement.caveat;
+  let reason = simulatedLabel(ctx, measurement.caveat);
   if (ctx.contentionUnchecked !== null)
     reason = reason === null ? ctx.contentionUnchecked : `${reason}; ${ctx.contentionUnchecked}`;
   return new Energy({
@@ -308,8 +308,8 @@ function degrade(
     contendedBy,
     contentionChecked: ctx.shared ? ctx.contentionUnchecked === null : null,
     reason: estimate
-      ? `${reason}; estimated from joulesPer1kHint ${ctx.joulesPer1kHint} × ${ctx.tokens} tokens${extra}`
-      : `${reason}; ${missing}${extra}`,
+      ? `${simulatedLabel(ctx, reason)}; estimated from joulesPer1kHint ${ctx.joulesPer1kHint} × ${ctx.tokens} tokens${extra}`
+      : `${simulatedLabel(ctx, reason)}; ${missing}${extra}`,
     measuredJoules,
     uncertaintyJoules: quality?.uncertaintyJoules ?? null,
     samples: quality?.samples ?? null,
@@ -318,6 +318,14 @@ function degrade(
     concurrency: ctx.concurrency,
     cardJoules,
   });
+}
+
+/** A simulated card's figures say so, first, whatever else the reason says: they measure no hardware. */
+const SIMULATED = "a simulated card (giul/testing): this figure measures no hardware";
+
+function simulatedLabel(ctx: ChargeContext, reason: string | null): string | null {
+  if (ctx.backend !== "simulated") return reason;
+  return reason === null ? SIMULATED : `${SIMULATED}; ${reason}`;
 }
 
 function round(x: number): string {

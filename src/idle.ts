@@ -3,6 +3,8 @@
  * defaults or learns idle (a wrong floor rewrites every figure the node reports): this is a tool
  * the operator runs on a quiet card, and whose answer they paste. Nothing applies it anywhere.
  */
+
+import { whileAlive } from "./alive.js";
 import type { CardReader } from "./backends/card.js";
 import type { TrackReadings } from "./backends/readings.js";
 import type { Track } from "./backends/track.js";
@@ -72,7 +74,7 @@ export async function measureIdle(options: IdleOptions = {}): Promise<IdleResult
   }
   // The node's checks for the index (idleW is what is being measured: 0 is a placeholder here).
   const node = resolveNode({ name: "idle", gpuIndex: options.gpuIndex ?? 0, idleW: 0 });
-  const selection = await select(node, forcedBackend());
+  const selection = await whileAlive(select(node, forcedBackend()));
   const track = selection.track;
   const readings = track?.readings ?? null;
   if (track === null || readings === null) {
@@ -84,11 +86,13 @@ export async function measureIdle(options: IdleOptions = {}): Promise<IdleResult
   if (reader === null) {
     return fail(`GPU ${node.gpuIndex}'s processes cannot be read, so it cannot be shown to be idle`);
   }
-  const busy = await residents(reader);
+  const busy = await whileAlive(residents(reader));
   if (busy !== null) return fail(`GPU ${node.gpuIndex} is not idle: ${busy}`);
   track.retain(10);
   try {
-    return await sample(node.gpuIndex, selection.backend, track, readings, reader, seconds, onProgress);
+    return await whileAlive(
+      sample(node.gpuIndex, selection.backend, track, readings, reader, seconds, onProgress),
+    );
   } finally {
     track.release();
   }

@@ -3,6 +3,8 @@
  * GPU's own counter where it has one, labelled with how they were obtained.
  */
 
+export type { EnergyMessage, WindowCloseMessage, WindowOpenMessage } from "./diagnostics.js";
+export { GIUL_CHANNELS } from "./diagnostics.js";
 export type { Attribution, Concurrency, EnergyRecord, Method } from "./energy.js";
 export { Energy } from "./energy.js";
 export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./errors.js";

@@ -444,9 +444,8 @@ export class CardLedger {
   }
 
   /**
-   * While windows of this environment are open on a card with a process-wide log, read and account
-   * the log now and then even when this environment is idle, so that it never falls a whole log
-   * behind nor keeps every event pending.
+   * While windows of this environment are open on a card with a process-wide log, read the log now
+   * and then even when this environment is idle, so that it never falls a whole log behind.
    */
   private keepUp(shared: SharedLog | null): void {
     if (shared === null || this.localOpen === 0) {
@@ -458,11 +457,9 @@ export class CardLedger {
     this.catchUp = setInterval(() => {
       const now = this.track.sharedLog?.() ?? null;
       if (now === null || now.log !== this.log) return;
+      // Read only: accounting waits for samples, and a wait must not hold a finished process open
+      // (events are accounted at this environment's next close).
       this.ingest(now, now.log.published() - 1);
-      // … and account what was read, so that a long window among many short ones elsewhere does
-      // not keep every event in memory until it closes.
-      const newest = this.pending[this.pending.length - 1];
-      if (newest !== undefined) void this.settleThrough(newest);
     }, CATCH_UP_MS);
     this.catchUp.unref();
   }

@@ -5,13 +5,21 @@
  */
 
 /** How a figure was obtained. `method` says sampled/estimated/unknown; `backend` says from what. */
-export type BackendName = "nvml_counter" | "nvml_sampler" | "smi_sampler" | "remote_agent" | "none";
+export type BackendName =
+  | "nvml_counter"
+  | "nvml_sampler"
+  | "smi_sampler"
+  | "remote_agent"
+  /** A card declared by simulateCard() (giul/testing): no hardware is measured. */
+  | "simulated"
+  | "none";
 
 export const BACKEND_NAMES: readonly BackendName[] = [
   "nvml_counter",
   "nvml_sampler",
   "smi_sampler",
   "remote_agent",
+  "simulated",
   "none",
 ];
 

@@ -2,6 +2,16 @@ import { type Edge, NullTrack, type Track } from "./backends/track.js";
 import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
 import {
+  announceClose,
+  announceOpen,
+  claimEnergy,
+  energyChannel,
+  oweEnergy,
+  publishEnergy,
+  windowCloseChannel,
+  windowOpenChannel,
+} from "./diagnostics.js";
+import {
   type Attribution,
   aboveIdle,
   type ChargeContext,
@@ -20,7 +30,8 @@ import {
   type SpanMeasurement,
 } from "./measurement.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import { forcedBackend, knownForcedFailure, type Selection, select } from "./select/index.js";
+import { openTrack } from "./open-track.js";
+import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
 
 /** Options of {@link Meter.forNode}. */
@@ -136,18 +147,6 @@ const abandoned = new FinalizationRegistry<() => void>((release) => release());
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
 const TIMED_OUT: unique symbol = Symbol("timed out");
-
-/** The track of a node that cannot be metered: one per selection, so its windows share a ledger. */
-const nullTracks = new WeakMap<Selection, NullTrack>();
-function trackOf(selection: Selection): Track {
-  if (selection.track !== null) return selection.track;
-  let track = nullTracks.get(selection);
-  if (track === undefined) {
-    track = new NullTrack(selection.reason ?? "no backend");
-    nullTracks.set(selection, track);
-  }
-  return track;
-}
 
 function optionError(field: string, message: string): GiulError {
   return new GiulError("INVALID_OPTION", `${field}: ${message}`, { field });
@@ -333,20 +332,23 @@ export class Meter {
     };
   }
 
-  /** Opens the window: the opening edge is taken when this resolves. Never rejects for the card's sake. */
+  /**
+   * Opens the window: the opening edge is taken when this resolves, within the node's `timeoutMs`
+   * whatever the card does (past it the window is not measured, and says why). Never rejects for
+   * the card's sake.
+   */
   async open(): Promise<this> {
     if (this.state !== "new")
       throw new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`);
     this.state = "opening";
     let track: Track;
     try {
-      this.selection = await select(this.node, this.forced);
-      track = trackOf(this.selection);
-      track.retain(this.periodMs);
-      const ready = await track.ready();
-      this.notReady = ready.ok ? null : ready.reason;
+      const opened = await openTrack(this.node, this.forced, this.periodMs);
+      this.selection = opened.selection;
+      track = opened.track;
+      this.notReady = opened.notReady;
     } catch (error) {
-      // select() and ready() never reject; this is belt and braces for the caller's sake.
+      // openTrack() never rejects; this is belt and braces for the caller's sake.
       track = new NullTrack(`opening the window failed: ${String(error)}`);
       this.notReady = `opening the window failed: ${String(error)}`;
       debug("open failed: %s", String(error));
@@ -393,6 +395,7 @@ export class Meter {
       this,
     );
     this.state = "open";
+    if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs);
     return this;
   }
 
@@ -484,6 +487,8 @@ export class Meter {
     const entries = this.entries as LedgerWindow;
     const openEvent = entries.events[0] as LedgerEvent;
     const closeEvent = ledger.closeWindow(entries);
+    if (windowCloseChannel.hasSubscribers)
+      announceClose(this, this.selection?.backend ?? "none", openEvent.edge.tNs, closeEvent.edge.tNs);
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
@@ -502,6 +507,8 @@ export class Meter {
       track.release();
       this.state = "closed";
     }
+    // Published by the first result() before this tick is over (it knows the tokens), else right after.
+    if (energyChannel.hasSubscribers) oweEnergy(this);
   }
 
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
@@ -595,7 +602,16 @@ export class Meter {
     for (const stage of this.outcome.stages) {
       stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
     }
-    return charge(this.outcome.total.measurement, this.chargeContext(this.outcome.total, tokens, stages));
+    const energy = charge(
+      this.outcome.total.measurement,
+      this.chargeContext(this.outcome.total, tokens, stages),
+    );
+    if (claimEnergy(this)) {
+      const events = (this.entries as LedgerWindow).events;
+      const [first, last] = [events[0], events[events.length - 1]] as [LedgerEvent, LedgerEvent];
+      publishEnergy(this, energy, first.edge.tNs, last.edge.tNs);
+    }
+    return energy;
   }
 
   /** The one builder of what the rules need besides the measurement. */

@@ -18,7 +18,11 @@ export interface Node {
   readonly isLocal?: boolean;
   /** Base URL of a giul-agent on the node (e.g. "http://10.0.0.7:9402"), or null. */
   readonly powerEndpoint?: string | null;
-  /** Timeout of each request to the node's giul-agent (ms, 1..60000). Default 500. */
+  /**
+   * How long open() may wait on the card (ms, 1..60000; default 500): its first probe, its
+   * sampler's first sample. Past it the window opens unmeasured and says why. Also the timeout of
+   * each request to the node's giul-agent.
+   */
   readonly timeoutMs?: number;
   /**
    * What our own serving process looks like (a substring of its name, or a RegExp). A node that

@@ -212,6 +212,74 @@ describe.runIf(ready)("giul-agent", () => {
     expect(samples.has("giul_utilization_ratio/1")).toBe(false);
   });
 
+  it("names the cards' figures as OpenTelemetry's hardware conventions do, keeping giul 0.1's names as deprecated aliases", async () => {
+    const scrape = async () => {
+      const at = process.hrtime.bigint();
+      const text = (await get("/metrics")).text;
+      const samples = new Map<string, number>();
+      const types = new Map<string, string>();
+      const help = new Map<string, string>();
+      const labels = new Map<string, string>();
+      for (const line of text.split("\n")) {
+        const typed = /^# TYPE ([a-z_]+) (gauge|counter)$/.exec(line);
+        if (typed) types.set(typed[1] as string, typed[2] as string);
+        const helped = /^# HELP ([a-z_]+) (.*)$/.exec(line);
+        if (helped) help.set(helped[1] as string, helped[2] as string);
+        const m = /^([a-z_]+)\{(.*)\} (\S+)$/.exec(line);
+        if (m === null) continue;
+        const card = /hw_id="([^"]+)"/.exec(m[2] as string)?.[1] ?? /gpu="(\d+)"/.exec(m[2] as string)?.[1];
+        samples.set(`${m[1]}/${card}`, Number(m[3]));
+        if ((m[1] as string).startsWith("hw_")) labels.set(card as string, m[2] as string);
+      }
+      return { at, samples, types, help, labels };
+    };
+    const uuid0 = "GPU-00000000-0000-0000-0000-000000000000";
+    const uuid1 = "GPU-00000000-0000-0000-0000-000000000001";
+    const a = await scrape();
+    await new Promise((r) => setTimeout(r, 500));
+    const b = await scrape();
+    expect(b.labels.get(uuid0)).toBe(
+      `hw_id="${uuid0}",hw_type="gpu",hw_name="gpu0",hw_vendor="NVIDIA",hw_model="NVIDIA H100 80GB HBM3",hw_driver_version="590.48.01"`,
+    );
+    expect(b.types.get("hw_energy_joules_total")).toBe("counter");
+    for (const name of [
+      "hw_power_watts",
+      "hw_gpu_memory_usage_bytes",
+      "hw_gpu_memory_limit_bytes",
+      "hw_gpu_utilization_ratio",
+    ]) {
+      expect(b.types.get(name)).toBe("gauge");
+    }
+    expect(b.samples.get(`hw_power_watts/${uuid0}`)).toBe(b.samples.get("giul_power_watts/0"));
+    expect(b.samples.get(`hw_power_watts/${uuid1}`)).toBeCloseTo(40, 1);
+    expect(b.samples.get(`hw_gpu_memory_limit_bytes/${uuid0}`)).toBe(81559 * 1048576);
+    expect(b.samples.get(`hw_gpu_memory_usage_bytes/${uuid0}`)).toBe(2048 * 1048576);
+    expect(b.samples.get(`hw_gpu_utilization_ratio/${uuid0}`)).toBeCloseTo(0.37, 9);
+    expect(b.samples.has(`hw_gpu_memory_usage_bytes/${uuid1}`)).toBe(false);
+    // hw_energy_joules_total advances as the card's counter does, by the scenario's energy.
+    const advanced =
+      (b.samples.get(`hw_energy_joules_total/${uuid0}`) as number) -
+      (a.samples.get(`hw_energy_joules_total/${uuid0}`) as number);
+    const raw =
+      (b.samples.get("giul_energy_joules_total/0") as number) -
+      (a.samples.get("giul_energy_joules_total/0") as number);
+    expect(advanced).toBeCloseTo(raw, 6);
+    const truth = sc.energyJ(0, a.at, b.at);
+    expect(Math.abs(advanced - truth)).toBeLessThanOrEqual(420 * 2 * 0.05 + 1);
+    // giul 0.1's names, one more release, saying what replaces them.
+    for (const [old, instead] of [
+      ["giul_power_watts", "hw_power_watts"],
+      ["giul_energy_joules_total", "hw_energy_joules_total"],
+      ["giul_memory_used_bytes", "hw_gpu_memory_usage_bytes"],
+      ["giul_memory_total_bytes", "hw_gpu_memory_limit_bytes"],
+      ["giul_utilization_ratio", "hw_gpu_utilization_ratio"],
+    ] as const) {
+      expect(b.help.get(old)).toMatch(
+        new RegExp(`Deprecated: use ${instead}; removed in the next release\\.$`),
+      );
+    }
+  });
+
   it("is read-only: 405 for other methods, 404 for other paths, 413 for a body; HEAD has no body", async () => {
     for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
       const r = await get("/power", method);

@@ -95,6 +95,38 @@ describe.runIf(ready)("examples", () => {
     expect(r.stdout).toMatch(/const node = \{ name: "my-node", gpuIndex: 0, idleW: 260\.0 \};/);
   });
 
+  it("otel-console.mjs puts each request's record on its span and prints the metrics, cards included", () => {
+    const r = run("otel-console.mjs", ["3"]);
+    expect(r.status, r.stderr).toBe(0);
+    const count = (re: RegExp) => (r.stdout.match(re) ?? []).length;
+    expect(count(/name: 'POST \/generate'/g)).toBe(3);
+    expect(count(/'giul\.energy\.joules': \d/g)).toBe(9); // 3 spans and their 6 stage events
+    expect(count(/'giul\.stage\.name': 'retrieve'/g)).toBe(3);
+    expect(count(/'giul\.energy\.tokens': 42/g)).toBe(3);
+    expect(r.stdout).toMatch(/name: 'giul\.request\.energy'[\s\S]*count: 3/);
+    expect(r.stdout).toMatch(/name: 'hw\.energy'[\s\S]*'hw\.id': 'GPU-00000000-0000-0000-0000-000000000000'/);
+    expect(r.stdout).toMatch(/name: 'hw\.power'[\s\S]*value: 260\b/);
+  });
+
+  it("prometheus-metrics.mjs serves giul's figures on its /metrics", () => {
+    const r = run("prometheus-metrics.mjs", ["8"]);
+    expect(r.status, r.stderr).toBe(0);
+    const sample = (name: string) => {
+      const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(r.stdout);
+      expect(m, `${name} in:\n${r.stdout}`).not.toBeNull();
+      return Number(m?.[1]);
+    };
+    const labels = 'method="sampled",backend="nvml_counter",node="local"';
+    expect(sample(`giul_request_energy_joules_count\\{${labels}\\}`)).toBe(8);
+    const sum = sample(`giul_request_energy_joules_sum\\{${labels}\\}`);
+    expect(sample(`giul_attributed_energy_joules_total\\{${labels}\\}`)).toBe(sum);
+    // Eight concurrent windows of 100–300 ms sharing 200 W above idle.
+    expect(sum / 200).toBeGreaterThan(0.1);
+    expect(sum / 200).toBeLessThan(r.seconds);
+    expect(sample("hw_power_watts")).toBe(260);
+    expect(sample("hw_energy_joules_total")).toBeGreaterThanOrEqual(0);
+  });
+
   it("the README shows each example exactly as it is in examples/", () => {
     const readme = readFileSync(join(ROOT, "README.md"), "utf8");
     for (const file of [
@@ -102,6 +134,8 @@ describe.runIf(ready)("examples", () => {
       "concurrent-http.mjs",
       "express-middleware.mjs",
       "measure-idle.mjs",
+      "otel-console.mjs",
+      "prometheus-metrics.mjs",
     ]) {
       const source = readFileSync(join(ROOT, "examples", file), "utf8");
       expect(readme.includes(`\`\`\`js\n${source}\`\`\``), `README.md shows examples/${file} verbatim`).toBe(

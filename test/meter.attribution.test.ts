@@ -47,7 +47,8 @@ describe.runIf(ready)("shared and exclusive attribution", () => {
     expect(eb.method).toBe("sampled");
     expect(Math.abs((ea.joules as number) - truthA / 2)).toBeLessThan(truthA * 0.02 + 2);
     expect(Math.abs((ea.joules as number) + (eb.joules as number) - (truthA + truthB) / 2)).toBeLessThan(3);
-    expect(ea.cardJoules).toBeCloseTo(truthA, 0);
+    // The whole card over A's edges, within one counter step at the card's power (10 ms × 260 W).
+    expect(Math.abs((ea.cardJoules as number) - truthA)).toBeLessThanOrEqual(truthA * 0.01 + 2.6);
     expect(ea.concurrency?.max).toBe(2);
     expect(ea.concurrency?.mean).toBeGreaterThan(1.9);
     expect(ea.toJSON()).toMatchObject({ attribution: "shared", concurrency_max: 2 });

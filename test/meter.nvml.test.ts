@@ -1,24 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { fairShare } from "./fakes/fair-share.js";
 import { nativeReady } from "./fakes/paths.js";
-import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
+import { squareWave } from "./fakes/waves.js";
 
 // Meter end to end on the native path: the addon's sampling thread reading the libnvidia-ml test
 // double. Every figure is compared with the scenario's exact energy over the window's own edges.
 
 const IDLE_W = 60;
-
-/** A square wave between 100 W and 400 W, switching every 37 ms, for `seconds` from t0. */
-function squareWave(seconds: number): PowerPoint[] {
-  const pts: PowerPoint[] = [];
-  let high = false;
-  for (let t = 0; t < seconds * 1000; t += 37) {
-    pts.push([t, high ? 400 : 100]);
-    high = !high;
-    pts.push([t, high ? 400 : 100]);
-  }
-  return pts;
-}
 
 const sc = scenarioForThisProcess({ devices: [{ power: squareWave(600), counterStepMs: 10 }] });
 

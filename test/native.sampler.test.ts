@@ -409,7 +409,7 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
     expect(Number(opened) / 1e6).toBeLessThan(5);
     expect(Number(set) / 1e6).toBeLessThan(5);
     expect(Number(released) / 1e6).toBeLessThan(5);
-    // The device reads run on the libuv pool: the call returns a pending promise at once.
+    // The device reads run on the addon's own threads: the call returns a pending promise at once.
     const t3 = process.hrtime.bigint();
     const pending = b.deviceInfo(0);
     expect(Number(process.hrtime.bigint() - t3) / 1e6).toBeLessThan(5);

@@ -66,7 +66,9 @@ const check = createRequire(import.meta.url)("../scripts/check-prebuilds.cjs") a
 const HOST = `${process.platform}-${process.arch}`;
 
 /** The most a tarball may weigh: packed (gzip) and unpacked, in bytes. */
-const BUDGET = { packed: 450_000, unpacked: 1_300_000 };
+// Grown with giul-proxy and giul/testing (was 450,000 / 1,300,000 with two tools and no subpath);
+// still far under what source maps and duplicated CLI bundles cost before (563,412 / 2,088,369).
+const BUDGET = { packed: 520_000, unpacked: 1_500_000 };
 
 let tarball: string;
 let work: string;
@@ -99,10 +101,23 @@ function expectedFiles(): string[] {
     "README.md",
     "dist/cli/agent.js",
     "dist/cli/probe.js",
+    "dist/cli/proxy.js",
     "dist/index.cjs",
     "dist/index.d.cts",
     "dist/index.d.ts",
     "dist/index.js",
+    "dist/otel.cjs",
+    "dist/otel.d.cts",
+    "dist/otel.d.ts",
+    "dist/otel.js",
+    "dist/prometheus.cjs",
+    "dist/prometheus.d.cts",
+    "dist/prometheus.d.ts",
+    "dist/prometheus.js",
+    "dist/testing.cjs",
+    "dist/testing.d.cts",
+    "dist/testing.d.ts",
+    "dist/testing.js",
     ...native,
     "package.json",
     "prebuilds/linux-arm64/giul.glibc.node",
@@ -111,9 +126,19 @@ function expectedFiles(): string[] {
   ].sort();
 }
 
+/** The ESM build's shared chunks (dist/chunk-<hash>.js), named by their content. */
+const CHUNK = /^dist\/chunk-[A-Z0-9]+\.js$/;
+
+/** `files` without the shared chunks, after checking that there are some and that they are all chunks. */
+function withoutChunks(files: readonly string[]): string[] {
+  const chunks = files.filter((f) => CHUNK.test(f));
+  expect(chunks.length).toBeGreaterThanOrEqual(1);
+  return files.filter((f) => !CHUNK.test(f)).sort();
+}
+
 describe("the packed tarball", () => {
   it("holds the bundles, one N-API prebuild for each of linux-x64 and linux-arm64, the sources of a build, and nothing else", () => {
-    expect(tarList(tarball).sort()).toEqual(expectedFiles());
+    expect(withoutChunks(tarList(tarball))).toEqual(expectedFiles());
   });
 
   it("npm pack --dry-run lists the same files, within the size budget", () => {
@@ -127,7 +152,7 @@ describe("the packed tarball", () => {
       files: Array<{ path: string; size: number }>;
     }>;
     if (report === undefined) throw new Error(`npm pack --dry-run printed no report: ${ran.stdout}`);
-    expect(report.files.map((f) => f.path).sort()).toEqual(expectedFiles());
+    expect(withoutChunks(report.files.map((f) => f.path))).toEqual(expectedFiles());
     const largest = [...report.files].sort((a, b) => b.size - a.size).slice(0, 4);
     console.log(
       `tarball: ${report.size} B packed, ${report.unpackedSize} B unpacked, ${report.files.length} files; ` +

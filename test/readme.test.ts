@@ -12,7 +12,7 @@
  * SyntaxError the README says it is.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
@@ -25,13 +25,24 @@ interface Example {
   readonly minNode: number;
 }
 
+/** The files under examples/: the README shows them verbatim, and test/examples.test.ts runs them. */
+const EXAMPLE_FILES = new Set(
+  readdirSync(join(ROOT, "examples"))
+    .filter((f) => f.endsWith(".mjs"))
+    .map((f) => readFileSync(join(ROOT, "examples", f), "utf8")),
+);
+
 function examples(): Example[] {
   const readme = readFileSync(join(ROOT, "README.md"), "utf8");
   const found: Example[] = [];
   const pattern = /(?:<!-- readme-test: node>=(\d+) -->\n)?```(ts|js)\n([\s\S]*?)```/g;
   for (const match of readme.matchAll(pattern)) {
+    // A copy of a file under examples/ is run as that file, by test/examples.test.ts.
+    if (EXAMPLE_FILES.has(match[3] ?? "")) continue;
     const before = readme.slice(0, match.index);
-    const heading = [...before.matchAll(/^#+ (.+)$/gm)].at(-1)?.[1] ?? "README";
+    // The nearest heading outside a code block (a shell comment starts with # too).
+    const prose = before.replace(/```[\s\S]*?```/g, "");
+    const heading = [...prose.matchAll(/^#+ (.+)$/gm)].at(-1)?.[1] ?? "README";
     const line = before.split("\n").length + (match[1] === undefined ? 1 : 2);
     found.push({
       title: `${heading} (README.md:${line})`,

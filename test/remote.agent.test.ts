@@ -367,7 +367,8 @@ describe("remote_agent against agents that fail", () => {
     const e = m.result({ tokens: 20 });
     expect(e.method).toBe("estimated");
     expect(e.joules).toBeCloseTo(82, 9);
-    expect(e.reason).toMatch(/no answer within 300 ms/);
+    // The probe's own timeout or open()'s (the node's timeoutMs bounds the whole of open()).
+    expect(e.reason).toMatch(/no answer within 300 ms|not ready within the node's timeoutMs \(300 ms\)/);
   });
 
   it("an agent that answers /power but hangs on /energy: the closing edge fails within the timeout", async () => {
@@ -456,8 +457,12 @@ describe("remote_agent against agents that fail", () => {
     servers.push(server);
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     const node = remoteNode(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    // Warm up: the track polls and stays up between windows.
-    expect((await window(node, 300, false)).m.result().method).toBe("sampled");
+    // Warm up: the track polls and stays up between windows. The agent's 250 ms answers can make
+    // the very first window miss open()'s 500 ms (the probe, then the first poll): not measured.
+    let warm = "unknown";
+    for (let i = 0; i < 10 && warm !== "sampled"; i++)
+      warm = (await window(node, 300, false)).m.result().method;
+    expect(warm).toBe("sampled");
     failing = true;
     await sleep(400); // failed polls
     failing = false;

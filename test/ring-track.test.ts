@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { JsRing } from "../src/backends/js-ring.js";
 import type { RingSource } from "../src/backends/ring.js";
 import { RingTrack } from "../src/backends/ring-track.js";
-import { ok } from "../src/measurement.js";
+import { WAIT_CAP_MS, WAIT_FLOOR_MS } from "../src/backends/ring-waits.js";
+import { OK, ok } from "../src/measurement.js";
 
 // The window arithmetic shared by every sampling backend, driven by a synthetic card whose power
 // is known exactly: P(t) = 100 W before 0.5 s, 400 W from 0.5 s to 1.2 s, then 250 W.
@@ -40,8 +41,8 @@ function card(options: {
   periodS?: number;
   stepS?: number;
   capacity?: number;
-  /** Power is a 1 s average (no fusion: the counter alone bounds the edges). */
-  averaged?: boolean;
+  /** Power is a 1 s average from this source (no fusion: the counter alone bounds the edges). */
+  averagedFrom?: string;
 }): Card {
   const epoch = 1_000_000_000n;
   const periodS = options.periodS ?? 0.01;
@@ -51,7 +52,8 @@ function card(options: {
   const toNs = (s: number) => epoch + BigInt(Math.round(s * 1e9));
   const source: RingSource = {
     column: options.column,
-    averagedPower: options.averaged ?? false,
+    averagedPower: options.averagedFrom !== undefined,
+    averagedPowerSource: options.averagedFrom ?? "nowhere",
     open: () => ok(ring),
     setPeriod: () => {},
     close: () => {},
@@ -133,7 +135,7 @@ describe("RingTrack over the energy counter", () => {
 
   it("refuses a window shorter than the counter's update step when power cannot place it", async () => {
     // Averaged power only: nothing says where inside a step the energy went.
-    const c = card({ column: "energy", stepS: 0.1, averaged: true });
+    const c = card({ column: "energy", stepS: 0.1, averagedFrom: "nvmlDeviceGetPowerUsage" });
     c.track.retain(10);
     c.sampleUntil(0.6);
     c.setNow(0.6101);
@@ -218,14 +220,79 @@ describe("RingTrack over the energy counter", () => {
     await waiting;
     expect(c.track.span(open, close).ok).toBe(true);
 
+    // 10 ms samples: the wait for the next one is bounded by the floor (500 ms), not 20 periods.
+    expect(c.track.waitBoundMs()).toBe(WAIT_FLOOR_MS);
     c.setNow(0.53);
     const stalled = c.track.edge();
-    const t0 = Date.now();
+    const t0 = performance.now();
     await c.track.settle([open, stalled]);
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    const waited = performance.now() - t0;
+    expect(waited).toBeGreaterThanOrEqual(WAIT_FLOOR_MS - 10);
+    expect(waited).toBeLessThan(WAIT_FLOOR_MS + 1_000);
     const span = c.track.span(open, stalled);
     expect(span.ok).toBe(false);
-    if (!span.ok) expect(span.reason).toMatch(/stalled/);
+    if (!span.ok) expect(span.reason).toMatch(/sampler stalled: no sample came within \d+ ms after the edge/);
+
+    // Known stalled: neither an opening nor a closing edge waits on it again.
+    const t1 = performance.now();
+    const ready = await c.track.ready(1_000);
+    expect(ready.ok).toBe(false);
+    if (!ready.ok) expect(ready.reason).toMatch(/sampler stalled .*not waited on until it samples again/);
+    const again = c.track.edge();
+    await c.track.settle([again]);
+    expect(performance.now() - t1).toBeLessThan(50);
+    expect(c.track.edgeError(again).ok).toBe(false);
+
+    // It samples again at its pace: trusted again, and a window waits for it as before.
+    c.sampleUntil(0.6);
+    expect(await c.track.ready()).toEqual(OK);
+    c.setNow(0.605);
+    const later = c.track.edge();
+    const settling = c.track.settle([later]);
+    c.sampleUntil(0.62);
+    await settling;
+    expect(c.track.edgeError(later).ok).toBe(true);
+  });
+
+  it("an edge with its sample after it that waits for the counter's next update is not a stalled sampler", async () => {
+    // Averaged power only: an edge is bounded by the counter's updates around it, so it waits for
+    // the next one (up to a 100 ms step here) although samples keep coming.
+    const c = card({ column: "energy", stepS: 0.1, averagedFrom: "nvmlDeviceGetPowerUsage" });
+    c.track.retain(10);
+    c.sampleUntil(1.0);
+    c.setNow(0.805);
+    const open = c.track.edge();
+    c.setNow(1.005);
+    const close = c.track.edge();
+    c.sampleUntil(1.08); // samples after the edge, no update of the counter yet (next at 1.1 s)
+    let settled = false;
+    const waiting = c.track.settle([open, close]).then(() => {
+      settled = true;
+    });
+    await new Promise((r) => setTimeout(r, 700)); // past the wait for a sample (0.5 s here)
+    expect(settled).toBe(false);
+    c.sampleUntil(1.15);
+    await waiting;
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(true);
+    if (span.ok)
+      expect(Math.abs(span.grossJoules - truthJ(0.805, 1.005))).toBeLessThanOrEqual(span.uncertaintyJoules);
+    expect((await c.track.ready()).ok).toBe(true); // not marked stalled
+  });
+
+  it("waits a small multiple of the period it observes, capped, when the sampler runs slow", () => {
+    // Nominally 10 ms, but the samples come 200 ms apart: 8 observed periods is 1.6 s.
+    const c = card({ column: "energy", periodS: 0.2, stepS: 0.2 });
+    c.track.retain(10);
+    c.ring.setPeriodNs(10e6);
+    c.sampleUntil(2);
+    expect(c.track.waitBoundMs()).toBeGreaterThan(8 * 180); // the samples jitter by ±10 %
+    expect(c.track.waitBoundMs()).toBeLessThan(8 * 220);
+    const slower = card({ column: "energy", periodS: 1, stepS: 1 });
+    slower.track.retain(10);
+    slower.ring.setPeriodNs(10e6);
+    slower.sampleUntil(10);
+    expect(slower.track.waitBoundMs()).toBe(WAIT_CAP_MS);
   });
 
   it("says so when the window outlived the ring's history", async () => {
@@ -262,6 +329,27 @@ describe("RingTrack over an integral of instantaneous power", () => {
     const truth = truthJ(0.1049, 1.3333);
     expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
     expect(Math.abs(span.grossJoules - truth) / truth).toBeLessThan(0.02);
+  });
+});
+
+describe("RingTrack over an integral of averaged power", () => {
+  it("says where the averaged power came from, as its source names it", async () => {
+    const c = card({ column: "integral", averagedFrom: "the test's own averaging meter" });
+    c.track.retain(10);
+    c.sampleUntil(0.1);
+    c.setNow(0.1049);
+    const open = c.track.edge();
+    c.setNow(0.4);
+    const close = c.track.edge();
+    c.sampleUntil(0.45);
+    await c.track.settle([open, close]);
+    const span = c.track.span(open, close);
+    expect(span.ok).toBe(true);
+    if (span.ok) {
+      expect(span.caveat).toBe(
+        "power from the test's own averaging meter, a 1 s trailing average on Ampere and newer cards",
+      );
+    }
   });
 });
 

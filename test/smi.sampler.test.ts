@@ -181,7 +181,8 @@ describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
         // The scenario holds card 1 at 55 W, so its average is 55 W too.
         const seconds = Number(to.tNs - from.tNs) / 1e9;
         expect(span.grossJoules).toBeCloseTo(55 * seconds, 0);
-        expect(span.caveat).toMatch(/average/);
+        // nvidia-smi's power.draw, not NVML's call: the power came from the tool.
+        expect(span.caveat).toMatch(/^power from nvidia-smi's power\.draw, a 1 s trailing average/);
       }
       expect(s.powerOf(1)).toBe("averaged");
       expect(s.diagnostics().counters.notAvailable).toBe(0); // a fallback, not a failed read
@@ -278,7 +279,7 @@ describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
       expect(span.ok).toBe(true);
       if (span.ok) {
         expect(span.grossJoules).toBeCloseTo((120 * Number(to.tNs - from.tNs)) / 1e9, 0);
-        expect(span.caveat).toMatch(/average/);
+        expect(span.caveat).toMatch(/^power from nvidia-smi's power\.draw, a 1 s trailing average/);
       }
       const d = s.diagnostics();
       expect(d.query).toBe("averaged");

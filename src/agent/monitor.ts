@@ -8,11 +8,13 @@
  * the refresh, a bounded while.
  */
 import type { CardReader } from "../backends/card.js";
-import type { TrackReadings } from "../backends/readings.js";
+import { EnergyTotal } from "../backends/energy-total.js";
+import type { LatestSample, TrackReadings } from "../backends/readings.js";
 import type { Track } from "../backends/track.js";
 import { debug } from "../debug.js";
 import { fail, ok, type Result } from "../measurement.js";
 import { resolveNode } from "../node.js";
+import { type CardIdentity, cardInUse } from "../select/in-use.js";
 import { forcedBackend, select } from "../select/index.js";
 import type { ComputeAppWire, EnergyWire, PowerWire } from "../wire.js";
 
@@ -80,6 +82,8 @@ export class DeviceMonitor {
   private readonly options: MonitorOptions;
   private readonly series: string;
   private stopped = false;
+  /** hw_energy_joules_total: the sampler's energy since the agent started, never decreasing. */
+  private readonly total = new EnergyTotal();
 
   constructor(options: MonitorOptions) {
     this.options = options;
@@ -169,7 +173,7 @@ export class DeviceMonitor {
   }
 
   /** The newest power and cumulative energy of the card's sampler. */
-  private latest(): {
+  private latest(sample: LatestSample | null = this.sampler?.readings.latest() ?? null): {
     watts: number | null;
     energyJ: number | null;
     monotonicNs: string | null;
@@ -177,7 +181,6 @@ export class DeviceMonitor {
     series: string | null;
   } {
     const readings = this.sampler?.readings;
-    const sample = readings?.latest() ?? null;
     const info = readings?.ringInfo() ?? null;
     if (sample === null || info === null) {
       return { watts: null, energyJ: null, monotonicNs: null, source: null, series: null };
@@ -217,11 +220,32 @@ export class DeviceMonitor {
     };
   }
 
-  /** GET /metrics: the state and the newest sample, for the Prometheus text. */
-  async metrics(): Promise<{ state: DeviceState; watts: number | null; energyJ: number | null }> {
+  /** GET /metrics: the state, the newest sample and who the card is, for the Prometheus text. */
+  async metrics(): Promise<{
+    state: DeviceState;
+    watts: number | null;
+    energyJ: number | null;
+    energyTotalJ: number | null;
+    identity: CardIdentity;
+  }> {
     const state = await this.currentState();
-    const latest = this.latest();
-    return { state, watts: latest.watts ?? state.powerW, energyJ: latest.energyJ };
+    // One sample for both energy figures, so that they move together.
+    const readings = this.sampler?.readings;
+    const sample = readings?.latest() ?? null;
+    const latest = this.latest(sample);
+    const info = readings?.ringInfo() ?? null;
+    const energyTotalJ =
+      readings === undefined || info === null
+        ? this.total.totalJ
+        : this.total.observe(sample, info.column, readings);
+    const identity = cardInUse(this.gpu)?.identity ?? {
+      id: `gpu${this.gpu}`,
+      name: `gpu${this.gpu}`,
+      vendor: "NVIDIA",
+      model: null,
+      driverVersion: null,
+    };
+    return { state, watts: latest.watts ?? state.powerW, energyJ: latest.energyJ, energyTotalJ, identity };
   }
 
   /** GET /energy: the cumulative energy at this instant, once the sample after it exists. */

@@ -8,8 +8,10 @@
  * `?gpu=N` picks a served card (default: the first). HEAD is answered like GET without a body.
  * Anything else is 404 (unknown path) or 405 (another method); a request with a body is refused
  * (413) and its connection closed. Slow clients are cut off by the header and request timeouts,
- * idle keep-alive connections by the keep-alive timeout, and the number of connections is capped.
- * No input can crash it: every failure is an HTTP status, and handler errors are 500.
+ * idle keep-alive connections by the keep-alive timeout; the connections are capped in all and per
+ * address, and idle or slow ones give way to new ones (./connections.ts), so the agent keeps
+ * answering among thousands of sockets that send nothing. No input can crash it: every failure is
+ * an HTTP status, and handler errors are 500.
  */
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -17,6 +19,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { packageRoot } from "../binding.js";
 import { debug } from "../debug.js";
+import { type ConnectionCounts, ConnectionGuard } from "./connections.js";
 import { formatMetrics } from "./metrics.js";
 import { DeviceMonitor } from "./monitor.js";
 
@@ -29,8 +32,18 @@ export interface AgentOptions {
   readonly gpus?: readonly number[];
   /** The sampler's period (ms, 1..1000; default 10). */
   readonly periodMs?: number;
-  /** Connections open at once before new ones are refused (default 1024). */
+  /**
+   * Connections open at once (default 1024). Past it a new connection takes the place of the one
+   * idle the longest; it is refused only when every connection has a request in progress.
+   */
   readonly maxConnections?: number;
+  /** Connections open at once from one address, with the same rule (default 128). */
+  readonly maxConnectionsPerAddress?: number;
+  /**
+   * Under pressure (more than half of maxConnections open), a connection with no request in
+   * progress is closed after this (ms; default 500), not after the header or keep-alive timeout.
+   */
+  readonly pressureIdleTimeoutMs?: number;
   /** A request's headers must arrive within this (ms; default 5000). */
   readonly headersTimeoutMs?: number;
   /** A whole request must arrive within this (ms; default 10000). */
@@ -56,6 +69,8 @@ export interface Agent {
   readonly url: string;
   /** The served cards, in order. */
   readonly monitors: readonly DeviceMonitor[];
+  /** The connections now, and what the limits did to them so far. */
+  connections(): ConnectionCounts;
   /** Stops listening, closes every connection and releases the samplers. */
   close(): Promise<void>;
 }
@@ -106,6 +121,16 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
   if (gpus.length === 0) throw new RangeError("gpus: expected at least one card index");
   for (const g of gpus) checkInt("gpu", g, 0, 1023);
   const periodMs = checkInt("periodMs", options.periodMs ?? 10, 1, 1000);
+  const guard = new ConnectionGuard({
+    maxConnections: checkInt("maxConnections", options.maxConnections ?? 1024, 1, 1_000_000),
+    maxPerAddress: checkInt(
+      "maxConnectionsPerAddress",
+      options.maxConnectionsPerAddress ?? 128,
+      1,
+      1_000_000,
+    ),
+    pressureIdleMs: checkInt("pressureIdleTimeoutMs", options.pressureIdleTimeoutMs ?? 500, 1, 3_600_000),
+  });
   const warn = options.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
   const version = agentVersion();
   const agentName = `giul-node/${version}`;
@@ -122,7 +147,14 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
         clockOffsetNs: options.clockOffsetNs ?? 0n,
       }),
   );
-  await Promise.all(monitors.map((m) => m.start()));
+  // The card probes do not keep the event loop alive (a Meter never waits on a driver that does
+  // not answer); the agent does wait for them before it listens.
+  const keepAlive = setInterval(() => {}, 60_000);
+  try {
+    await Promise.all(monitors.map((m) => m.start()));
+  } finally {
+    clearInterval(keepAlive);
+  }
   for (const m of monitors) {
     if (m.reason !== null) warn(`giul-agent: GPU ${m.gpu}: energy unavailable (${m.reason})`);
   }
@@ -207,13 +239,15 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       noDelay: true,
     },
     (req, res) => {
+      const socket = req.socket;
+      guard.busy(socket);
+      res.once("close", () => guard.idle(socket));
       handle(req, res).catch((error: unknown) => {
         debug("agent: handler failed: %s", String(error));
         sendError(res, 500, "internal error");
       });
     },
   );
-  server.maxConnections = options.maxConnections ?? 1024;
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
     if (!socket.writable || error.code === "ECONNRESET") {
       socket.destroy();
@@ -230,6 +264,7 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
   });
   server.on("connection", (socket: Socket) => {
     socket.on("error", () => socket.destroy());
+    guard.admit(socket);
   });
 
   try {
@@ -261,8 +296,10 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
     port: address.port,
     url: `http://${shownHost}:${address.port}`,
     monitors,
+    connections: () => guard.snapshot(),
     close() {
       closed ??= new Promise<void>((resolve) => {
+        guard.stop();
         server.close(() => resolve());
         server.closeAllConnections();
         for (const m of monitors) m.stop();

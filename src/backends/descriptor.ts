@@ -53,4 +53,6 @@ export interface CardCapabilities extends LocalCapabilities {
   readonly info: DeviceInfo | null;
   /** Why NVML cannot read this card (no addon, no NVML, no such index, read failed), or null. */
   readonly reason: string | null;
+  /** The driver's version as NVML reported it when probed, or null (absent: not probed through NVML). */
+  readonly driverVersion?: string | null;
 }

@@ -108,6 +108,7 @@ export class NativeRing implements SampleRing {
 class NvmlSource implements RingSource {
   readonly column: "energy" | "integral";
   readonly averagedPower: boolean;
+  readonly averagedPowerSource = "nvmlDeviceGetPowerUsage";
   private sampler: NativeSampler | null = null;
   private log: NativeEventLog | null = null;
 
@@ -159,12 +160,15 @@ export function nvmlTrack(
   return new RingTrack(backend, new NvmlSource(binding, index, options.counter, !options.instantPower));
 }
 
-/** Contention checks and probeNode through NVML, off the JS thread (the addon's workers). */
+/**
+ * Contention checks and probeNode through NVML, off the JS thread (the addon's threads). The reads
+ * do not keep the event loop alive: whoever waits for one bounds the wait with a timer of its own.
+ */
 export function nvmlCardReader(binding: GiulBinding, index: number): CardReader {
   const readProcesses = async (): Promise<ProcessRead> => {
     const tNs = process.hrtime.bigint();
     try {
-      const list = await binding.computeProcesses(index);
+      const list = await binding.computeProcesses(index, { keepAlive: false });
       if (!list.ok) return { ok: false, tNs, reason: list.reason };
       return {
         ok: true,
@@ -177,7 +181,7 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
   };
   const readInfo = async (): Promise<Result<CardInfo>> => {
     try {
-      const info = await binding.deviceInfo(index);
+      const info = await binding.deviceInfo(index, { keepAlive: false });
       return info.ok ? ok(infoOf(info)) : fail(info.reason);
     } catch (error) {
       return fail(`reading the card failed: ${String(error)}`);

@@ -14,7 +14,7 @@ import { type EnergyWire, parseEnergy } from "../wire.js";
 import { getJson, httpFailure } from "./agent-client.js";
 import type { Edge, EdgeError, IntervalMeasurement, Track } from "./track.js";
 import {
-  AVERAGED_POWER_CAVEAT,
+  averagedPowerCaveat,
   COUNTER_READ_QUANTUM_MJ,
   counterEdgeErrMj,
   counterLagMj,
@@ -269,7 +269,7 @@ function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   let uncertaintyJ = a.interp_err_j + b.interp_err_j + leadA + leadB;
   let caveat: string | null = null;
   if (b.energy_source === "counter" && fused) {
-    if (b.averaged_power) caveat = AVERAGED_POWER_CAVEAT;
+    if (b.averaged_power) caveat = averagedPowerCaveat("the agent's nvmlDeviceGetPowerUsage");
   } else if (b.energy_source === "counter") {
     // An older agent: each read is up to one step stale, and a whole number of mJ.
     const edgeMw = edgePower(meanW, a.power_w, b.power_w) * 1000;

@@ -19,6 +19,7 @@ class PollSource implements RingSource {
   readonly column = "integral" as const;
   /** nvidia-smi's power.draw, which the Python agent reports, is a 1 s average on recent cards. */
   readonly averagedPower = true;
+  readonly averagedPowerSource = "the agent's /power watts (nvidia-smi's power.draw)";
   private ring: JsRing | null = null;
   private timer: NodeJS.Timeout | null = null;
   private inFlight = 0;

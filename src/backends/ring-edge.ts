@@ -42,14 +42,12 @@ export class RingEdge implements Edge {
   /** Cumulative faults at the samples before and after the edge. */
   faultsA = 0;
   faultsB = 0;
-  deadline: number;
 
-  constructor(tNs: bigint, ring: SampleRing, deadline: number, hint = ring.head()) {
+  constructor(tNs: bigint, ring: SampleRing, hint = ring.head()) {
     this.tNs = tNs;
     this.ring = ring;
     this.t = Number(tNs - ring.epochNs);
     this.hint = hint;
-    this.deadline = deadline;
   }
 
   /** Largest error of the edge's value either way (mJ). */

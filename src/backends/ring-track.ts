@@ -1,4 +1,4 @@
-import { type BackendName, type Check, fail, OK, type SpanMeasurement } from "../measurement.js";
+import { type BackendName, type Check, OK, type SpanMeasurement } from "../measurement.js";
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
 import type { RingSource, Sample, SampleRing } from "./ring.js";
@@ -12,9 +12,10 @@ import {
   resolveEdge,
   samplesBetween,
 } from "./ring-edge.js";
+import { RingWaits } from "./ring-waits.js";
 import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
 import {
-  AVERAGED_POWER_CAVEAT,
+  averagedPowerCaveat,
   averagingErrMj,
   counterStep,
   fusedSpan,
@@ -27,13 +28,9 @@ import {
  * nvidia-smi sampler's, a polled agent's): edges evaluated from the samples around them
  * (./ring-edge.ts: the energy counter fused with power, ./fusion.ts, or an integral of power
  * interpolated), spans as the difference of a cumulative quantity, quality and faults over the
- * samples in between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs.
+ * samples in between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs. How
+ * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
  */
-
-interface Waiter {
-  edges: readonly RingEdge[];
-  done: () => void;
-}
 
 const LINGER_MS = 5_000;
 
@@ -47,9 +44,7 @@ export class RingTrack implements Track, TrackReadings {
   private users = 0;
   private periodMs = Number.POSITIVE_INFINITY;
   private lingerTimer: NodeJS.Timeout | null = null;
-  private pollTimer: NodeJS.Timeout | null = null;
-  private waiters: Waiter[] = [];
-  private readyWaiters: { done: (check: Check) => void; deadline: number }[] = [];
+  private readonly waits: RingWaits<RingEdge>;
   private readonly scratch: Sample = {
     t: 0,
     energyMj: 0,
@@ -77,6 +72,18 @@ export class RingTrack implements Track, TrackReadings {
     this.backend = backend;
     this.source = source;
     this.clock = clock;
+    this.waits = new RingWaits<RingEdge>({
+      ring: () => this.ring,
+      notRunning: () => this.openReason ?? "the sampler is not running",
+      pending: (e) => {
+        if (e.state === PENDING) this.resolve(e);
+        return e.state === PENDING;
+      },
+      // A fused edge can have its sample after it and still wait for a later one (the counter's
+      // next update): that is not a stalled sampler.
+      awaitingSample: (e) => e.kB < 0,
+      fail: (e, reason) => failEdge(e, reason),
+    });
   }
 
   retain(periodMs: number): void {
@@ -121,14 +128,13 @@ export class RingTrack implements Track, TrackReadings {
     this.source.close();
   }
 
-  ready(): Promise<Check> {
-    const ring = this.ring;
-    if (ring === null) return Promise.resolve(fail(this.openReason ?? "the sampler is not running"));
-    if (ring.head() > 0) return Promise.resolve(OK);
-    return new Promise((done) => {
-      this.readyWaiters.push({ done, deadline: Date.now() + this.maxWaitMs() });
-      this.schedule();
-    });
+  ready(withinMs?: number): Promise<Check> {
+    return this.waits.ready(withinMs);
+  }
+
+  /** The longest a window waits now for the sample after an edge (ms; see ./ring-waits.ts). */
+  waitBoundMs(): number {
+    return this.waits.boundMs();
   }
 
   /**
@@ -147,7 +153,7 @@ export class RingTrack implements Track, TrackReadings {
         // Not resolved here: a logged instant is recent, its sample after rarely exists yet, and
         // settle() resolves it when it does.
         edgeAt: (t: number, ringHead: number): Edge =>
-          new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, 0, ringHead),
+          new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, ringHead),
       };
     }
     return this.shared;
@@ -157,7 +163,7 @@ export class RingTrack implements Track, TrackReadings {
     const tNs = this.clock();
     const ring = this.ring;
     if (ring === null) return { tNs };
-    const e = new RingEdge(tNs, ring, 0);
+    const e = new RingEdge(tNs, ring);
     this.resolve(e);
     return e;
   }
@@ -187,13 +193,7 @@ export class RingTrack implements Track, TrackReadings {
       }
     }
     if (pending === null) return Promise.resolve();
-    const deadline = Date.now() + this.maxWaitMs();
-    for (const e of pending) e.deadline = deadline;
-    const list = pending;
-    return new Promise((done) => {
-      this.waiters.push({ edges: list, done });
-      this.schedule();
-    });
+    return this.waits.settle(pending);
   }
 
   span(edgeFrom: Edge, edgeTo: Edge): SpanMeasurement {
@@ -233,12 +233,12 @@ export class RingTrack implements Track, TrackReadings {
       const fused = fusedSpan(grossMj, uncertaintyMj, this.fusionOf(ring)?.between(from.t, to.t) ?? null);
       grossMj = fused.valueMj;
       uncertaintyMj = fused.errMj;
-      if (this.source.averagedPower) caveat = AVERAGED_POWER_CAVEAT;
+      if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
       uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
         uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
-        caveat = "power from nvmlDeviceGetPowerUsage, a 1 s trailing average on Ampere and newer cards";
+        caveat = `power from ${this.source.averagedPowerSource}, a 1 s trailing average on Ampere and newer cards`;
       }
     }
     return {
@@ -423,55 +423,5 @@ export class RingTrack implements Track, TrackReadings {
       fusion: this.fusionOf(ring),
       describeError: (code) => this.source.describeError(code),
     };
-  }
-
-  private maxWaitMs(): number {
-    const period = this.ring ? this.ring.periodNs() / 1e6 : this.periodMs;
-    return Math.max(1_000, 20 * (Number.isFinite(period) ? period : 10));
-  }
-
-  private schedule(): void {
-    if (this.pollTimer !== null) return;
-    const period = this.ring ? this.ring.periodNs() / 1e6 : 10;
-    const delay = Math.max(1, Math.min(20, Math.ceil(period / 2)));
-    // Not unref'd: a caller awaiting close() must keep the process alive until it resolves.
-    this.pollTimer = setTimeout(() => this.poll(), delay);
-  }
-
-  private poll(): void {
-    this.pollTimer = null;
-    const now = Date.now();
-    if (this.readyWaiters.length > 0) {
-      const ring = this.ring;
-      const stillWaiting: typeof this.readyWaiters = [];
-      for (const w of this.readyWaiters) {
-        const failure = ring?.failure() ?? null;
-        if (ring !== null && ring.head() > 0) w.done(OK);
-        else if (ring === null) w.done(fail(this.openReason ?? "the sampler stopped"));
-        else if (failure !== null) w.done(fail(failure));
-        else if (now >= w.deadline) w.done(fail(`the sampler produced no sample in ${this.maxWaitMs()} ms`));
-        else stillWaiting.push(w);
-      }
-      this.readyWaiters = stillWaiting;
-    }
-    if (this.waiters.length > 0) {
-      const stillWaiting: Waiter[] = [];
-      for (const w of this.waiters) {
-        let pending = false;
-        for (const e of w.edges) {
-          if (e.state !== PENDING) continue;
-          this.resolve(e);
-          if (e.state === PENDING) {
-            if (now >= e.deadline) {
-              failEdge(e, `no sample came after the edge within ${this.maxWaitMs()} ms: the sampler stalled`);
-            } else pending = true;
-          }
-        }
-        if (pending) stillWaiting.push(w);
-        else w.done();
-      }
-      this.waiters = stillWaiting;
-    }
-    if (this.waiters.length > 0 || this.readyWaiters.length > 0) this.schedule();
   }
 }

@@ -59,6 +59,11 @@ export interface RingSource {
   readonly column: "energy" | "integral";
   /** Power comes from a source that averages over about a second (nvmlDeviceGetPowerUsage). */
   readonly averagedPower: boolean;
+  /**
+   * Where averaged power comes from, for the record's caveat when `averagedPower` is true
+   * ("nvmlDeviceGetPowerUsage", "nvidia-smi's power.draw", …).
+   */
+  readonly averagedPowerSource: string;
   open(periodMs: number): Result<SampleRing>;
   setPeriod(periodMs: number): void;
   close(): void;

@@ -36,6 +36,7 @@ import { SmiSampler } from "./smi-sampler.js";
 
 class SmiSource implements RingSource {
   readonly column = "integral" as const;
+  readonly averagedPowerSource = "nvidia-smi's power.draw";
 
   constructor(
     private readonly sampler: SmiSampler,

@@ -18,11 +18,19 @@ export interface Track {
   readonly backend: BackendName;
   /** Single readings of the card's cumulative energy, where the track has them (giul-agent). */
   readonly readings?: TrackReadings;
-  /** Resolves when the track can take an edge with a sample before it, or with why it cannot. */
-  ready(): Promise<Check>;
+  /**
+   * Resolves when the track can take an edge with a sample before it, or with why it cannot: at
+   * once when it can or when its sampler is known stalled, else within `withinMs` (the caller's
+   * budget; without one, the track's own start-up allowance).
+   */
+  ready(withinMs?: number): Promise<Check>;
   /** Takes an edge now. Never throws, never blocks. */
   edge(): Edge;
-  /** Resolves once every edge can be evaluated, or never can be. Never rejects. */
+  /**
+   * Resolves once every edge can be evaluated, or never can be: a sampling track waits a bounded
+   * time for the samples (see ring-waits.ts), and not at all on a sampler known stalled. Never
+   * rejects.
+   */
   settle(edges: readonly Edge[]): Promise<void>;
   /** Card energy between two settled edges, idle included, with its quality. */
   span(from: Edge, to: Edge): SpanMeasurement;

@@ -124,12 +124,15 @@ function finiteOr0(x: number | null): number {
 }
 
 /**
- * The caveat of a counter whose card offers only averaged power: its edges are bounded by the
- * counter's updates alone (no power to place energy inside a step).
+ * The caveat of a counter whose card offers only averaged power (from `source`): its edges are
+ * bounded by the counter's updates alone (no power to place energy inside a step).
  */
-export const AVERAGED_POWER_CAVEAT =
-  "the card's power is a 1 s average (nvmlDeviceGetPowerUsage), too slow to place energy inside the " +
-  "energy counter's steps: the edges are bounded by the counter's updates alone";
+export function averagedPowerCaveat(source: string): string {
+  return (
+    `the card's power is a 1 s average (${source}), too slow to place energy inside the energy ` +
+    "counter's steps: the edges are bounded by the counter's updates alone"
+  );
+}
 
 /**
  * A span on a fused counter (mJ): the difference of its two edges (`diffMj` ± `errMj`), narrowed

@@ -1,19 +1,23 @@
 #!/usr/bin/env node
-import type { Track } from "../backends/track.js";
 /**
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
+import { whileAlive } from "../alive.js";
+import type { Track } from "../backends/track.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
+import { Meter } from "../meter.js";
 import { resolveNode } from "../node.js";
 import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
 import { forcedBackend, select } from "../select/index.js";
 import { descriptorOf } from "../select/registry.js";
+import { simulateCard } from "../testing.js";
 
 const USAGE = `Usage: giul-probe [--json]
        giul-probe --idle [--gpu N] [--seconds 30] [--json]
        giul-probe --watch [--gpu N]
+       giul-probe --demo [--json]
 
 Prints what this host supports for GPU energy metering: whether the giul addon and NVML
 loaded (and the driver version, or why not), whether nvidia-smi is on PATH, and for each
@@ -22,6 +26,9 @@ backend a local Meter would use.
 
 With --watch, prints a line a second per card (or for --gpu N) until interrupted: its power
 and the energy it drew since the watch started, through the backend a Meter would use.
+
+With --demo, meters three overlapping requests on a simulated card (giul/testing; no hardware
+is touched or measured) and prints their records: what a server using giul would log.
 
 With --idle, measures a card's idle draw instead: its power sampled for --seconds while no
 compute process is on it (refused, exit 2, if one is resident or appears), as the median,
@@ -32,6 +39,7 @@ Options:
   --json         print one JSON object instead of text
   --idle         measure the idle draw of a card
   --watch        print each card's power and energy since start, every second
+  --demo         meter a few requests on a simulated card and print their records
   --gpu N        the card to measure (default 0)
   --seconds S    how long to measure (1..3600, default 30)
   -h, --help     print this help
@@ -52,6 +60,7 @@ export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
   nvml_sampler: "no energy counter: integrates NVML power readings taken on a native sampling thread",
   smi_sampler: "no NVML: integrates power read from a long-lived nvidia-smi (coarser)",
   remote_agent: "asks a giul-agent on the GPU's host over HTTP",
+  simulated: "a simulated card (giul/testing): no hardware is measured",
   none: "cannot measure this card: figures will be estimated (with a hint) or unknown",
 };
 
@@ -59,6 +68,7 @@ type Parsed =
   | { readonly kind: "run"; readonly json: boolean }
   | { readonly kind: "idle"; readonly json: boolean; readonly gpu: number; readonly seconds: number }
   | { readonly kind: "watch"; readonly gpu: number | null }
+  | { readonly kind: "demo"; readonly json: boolean }
   | { readonly kind: "help" }
   | { readonly kind: "bad"; readonly message: string };
 
@@ -66,6 +76,7 @@ export function parseArgs(args: readonly string[]): Parsed {
   let json = false;
   let idle = false;
   let watch = false;
+  let demo = false;
   let gpu: number | null = null;
   let seconds: number | null = null;
   for (let i = 0; i < args.length; i++) {
@@ -73,6 +84,7 @@ export function parseArgs(args: readonly string[]): Parsed {
     if (arg === "--json") json = true;
     else if (arg === "--idle") idle = true;
     else if (arg === "--watch") watch = true;
+    else if (arg === "--demo") demo = true;
     else if (arg === "-h" || arg === "--help") return { kind: "help" };
     else if (arg === "--gpu" || arg === "--seconds") {
       const raw = args[++i];
@@ -93,7 +105,14 @@ export function parseArgs(args: readonly string[]): Parsed {
       else seconds = value;
     } else return { kind: "bad", message: `giul-probe: unknown argument ${JSON.stringify(arg)}` };
   }
-  if (idle && watch) return { kind: "bad", message: "giul-probe: --idle and --watch are two different runs" };
+  if ([idle, watch, demo].filter(Boolean).length > 1) {
+    return { kind: "bad", message: "giul-probe: --idle, --watch and --demo are different runs: pick one" };
+  }
+  if (demo) {
+    if (gpu !== null || seconds !== null)
+      return { kind: "bad", message: "giul-probe: --demo takes only --json" };
+    return { kind: "demo", json };
+  }
   if (watch) {
     if (seconds !== null) return { kind: "bad", message: "giul-probe: --seconds goes with --idle" };
     return { kind: "watch", gpu };
@@ -140,6 +159,45 @@ async function idle(parsed: Extract<Parsed, { kind: "idle" }>): Promise<number> 
   return 0;
 }
 
+/**
+ * --demo: three overlapping requests with stages on a simulated card (90 W idle, 300 W while
+ * "generating"), their records printed. Nothing real is touched: the card is simulateCard()'s.
+ */
+async function demoRun(json: boolean): Promise<number> {
+  const gpuIndex = 1023; // an index no real card has: the demo never shadows one
+  const card = simulateCard({ gpuIndex, watts: (s) => (s % 0.6 < 0.4 ? 300 : 90) });
+  const node = { name: "demo", gpuIndex, idleW: 90 };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  try {
+    const records = await Promise.all(
+      [0, 80, 160].map(async (delay, i) => {
+        await sleep(delay);
+        const m = await Meter.forNode(node, { joulesPer1kHint: 4000 }).open();
+        await sleep(60);
+        m.mark("prefill");
+        await sleep(200 + 40 * i);
+        m.mark("decode");
+        await m.close();
+        return m.result({ tokens: 120 + 40 * i });
+      }),
+    );
+    if (json) process.stdout.write(`${JSON.stringify(records, null, 2)}\n`);
+    else {
+      process.stdout.write("Three overlapping requests on a simulated card (no hardware measured):\n\n");
+      records.forEach((e, i) => {
+        process.stdout.write(
+          `request ${i + 1}: ${e.joules?.toFixed(2)} J ± ${e.uncertaintyJoules?.toFixed(2)} (${e.method}, ${e.backend}), ` +
+            `${e.seconds.toFixed(3)} s, up to ${e.concurrency?.max} windows at once, the card ${e.cardJoules?.toFixed(2)} J\n` +
+            `  record: ${JSON.stringify(e)}\n\n`,
+        );
+      });
+    }
+    return 0;
+  } finally {
+    card.close();
+  }
+}
+
 /** One card watched: its track's readings, and the first reading of the watch. */
 interface Watched {
   readonly gpu: number;
@@ -160,16 +218,15 @@ async function watch(gpu: number | null, forced: BackendName | null): Promise<nu
   }
   const cards: Watched[] = [];
   for (const index of indices) {
-    const selection = await select(
-      resolveNode({ name: `watch-${index}`, gpuIndex: index, idleW: 0 }),
-      forced,
+    const selection = await whileAlive(
+      select(resolveNode({ name: `watch-${index}`, gpuIndex: index, idleW: 0 }), forced),
     );
     if (selection.track === null || selection.track.readings === undefined) {
       process.stdout.write(`GPU ${index}: cannot be watched: ${selection.reason ?? selection.backend}\n`);
       continue;
     }
     selection.track.retain(100);
-    await selection.track.ready();
+    await whileAlive(selection.track.ready());
     const s = selection.track.readings.latest();
     const first = s === null ? null : { mj: s.cumulativeMj, generation: s.generation };
     cards.push({ gpu: index, backend: selection.backend, track: selection.track, first });
@@ -348,6 +405,7 @@ export async function main(args: readonly string[]): Promise<number> {
   }
   if (parsed.kind === "idle") return idle(parsed);
   if (parsed.kind === "watch") return watch(parsed.gpu, forced);
+  if (parsed.kind === "demo") return demoRun(parsed.json);
   const report = await probeHost();
   if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced }));
   else {
@@ -360,6 +418,12 @@ export async function main(args: readonly string[]): Promise<number> {
   }
   return 0;
 }
+
+// Piped into `head` and the like: a reader that went away ends the run quietly.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0);
+  throw error;
+});
 
 main(process.argv.slice(2)).then(
   (code) => {

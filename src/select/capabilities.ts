@@ -44,9 +44,14 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function initNvml(binding: GiulBinding): Promise<NvmlInfo | NativeFailure> {
+/**
+ * `keepAlive`: whether the pending call keeps the event loop alive. Selection probes in the
+ * background (a window does not wait for them past its timeout) and pass false, so that a driver
+ * that does not answer never keeps a process from exiting; giul-probe waits for its report.
+ */
+async function initNvml(binding: GiulBinding, keepAlive: boolean): Promise<NvmlInfo | NativeFailure> {
   try {
-    return await binding.nvmlInit();
+    return await binding.nvmlInit({ keepAlive });
   } catch (error) {
     return {
       ok: false,
@@ -57,9 +62,13 @@ async function initNvml(binding: GiulBinding): Promise<NvmlInfo | NativeFailure>
   }
 }
 
-export async function readDevice(binding: GiulBinding, index: number): Promise<DeviceInfo | NativeFailure> {
+export async function readDevice(
+  binding: GiulBinding,
+  index: number,
+  keepAlive = true,
+): Promise<DeviceInfo | NativeFailure> {
   try {
-    return await binding.deviceInfo(index);
+    return await binding.deviceInfo(index, { keepAlive });
   } catch (error) {
     return {
       ok: false,
@@ -75,7 +84,8 @@ export interface NvmlState {
   readonly status: NvmlStatus;
 }
 
-export async function nvmlState(deps: HostDeps): Promise<NvmlState> {
+/** NVML as the addon loads it (a failed load is tried again at each call); `keepAlive` as in initNvml. */
+export async function nvmlState(deps: HostDeps, keepAlive = true): Promise<NvmlState> {
   const library = deps.env.GIUL_NVML_LIBRARY || DEFAULT_LIBRARY;
   const load = deps.load();
   if (!load.ok) {
@@ -93,7 +103,7 @@ export async function nvmlState(deps: HostDeps): Promise<NvmlState> {
       },
     };
   }
-  const init = await initNvml(load.binding);
+  const init = await initNvml(load.binding, keepAlive);
   if (!init.ok) {
     return {
       binding: load.binding,
@@ -141,7 +151,7 @@ const cachedCapabilities = new Map<number, Promise<CardCapabilities>>();
 /** One local card's capabilities and state, for the backend choice (src/select/). Never throws. */
 async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
   const smi = findNvidiaSmi(deps.env);
-  const nvml = await nvmlState(deps);
+  const nvml = await nvmlState(deps, false);
   let info: DeviceInfo | null = null;
   let reason: string | null = null;
   if (nvml.binding === null || !nvml.status.available) {
@@ -150,12 +160,12 @@ async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<Car
   } else if (!Number.isInteger(index) || index < 0 || index >= nvml.status.deviceCount) {
     reason = `there is no GPU ${index} (NVML reports ${nvml.status.deviceCount} device(s))`;
   } else {
-    const read = await readDevice(nvml.binding, index);
+    const read = await readDevice(nvml.binding, index, false);
     if (read.ok) info = read;
     else reason = `GPU ${index} cannot be read: ${read.reason}`;
   }
   if (reason !== null) debug("card %d: %s", index, reason);
-  return { ...capabilitiesOf(info, smi), info, reason };
+  return { ...capabilitiesOf(info, smi), info, reason, driverVersion: nvml.status.driverVersion };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { CardReader } from "../backends/card.js";
 import type { BackendDescriptor, CardCapabilities } from "../backends/descriptor.js";
+import { simulationGeneration } from "../backends/simulated.js";
 import type { Track } from "../backends/track.js";
 import { Backoff } from "../backoff.js";
 import { debug } from "../debug.js";
@@ -7,6 +8,7 @@ import { GiulError } from "../errors.js";
 import { BACKEND_NAMES, type BackendName } from "../measurement.js";
 import type { ResolvedNode } from "../node.js";
 import { localCapabilities } from "./capabilities.js";
+import { noteCardInUse } from "./in-use.js";
 import { descriptorOf, firstServing } from "./registry.js";
 
 /**
@@ -41,6 +43,8 @@ interface CacheEntry {
   readonly selection: Promise<Selection>;
   /** Date.now() after which a failed probe is tried again. */
   retryAt: number;
+  /** simulationGeneration() when probed. */
+  readonly simulation: number;
   /** Failed probes of this card in a row: 5 s, 10 s, … up to 5 min before the next. */
   readonly backoff: Backoff;
 }
@@ -51,7 +55,7 @@ const cache = new Map<string, CacheEntry>();
 export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
   const raw = env.GIUL_BACKEND;
   if (raw === undefined || raw === "") return null;
-  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || raw === "remote_agent") {
+  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || raw === "remote_agent" || raw === "simulated") {
     throw new GiulError(
       "INVALID_OPTION",
       `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, smi_sampler, none`,
@@ -68,11 +72,14 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
     : `remote:${node.powerEndpoint ?? ""}:${node.timeoutMs}`;
   const now = Date.now();
   const hit = cache.get(key);
-  if (hit && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
+  // A simulated card declared or withdrawn since (giul/testing) makes a local choice stale.
+  const fresh = !node.isLocal || hit?.simulation === simulationGeneration();
+  if (hit && fresh && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
 
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
     retryAt: 0,
+    simulation: simulationGeneration(),
     backoff: hit ? hit.backoff : new Backoff(5_000, 300_000),
   };
   const selection = probe(node, forced).then((sel) => {
@@ -125,5 +132,9 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
 function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabilities | null): Selection {
   const opened = backend.open(node, caps);
   if (!opened.ok) return { backend: "none", track: null, reason: opened.reason };
+  if (node.isLocal) {
+    const known = { uuid: caps?.info?.uuid, name: caps?.info?.name, driverVersion: caps?.driverVersion };
+    noteCardInUse(node.gpuIndex, backend.name, opened.value.track.readings, known);
+  }
   return { backend: backend.name, track: opened.value.track, reason: null, reader: opened.value.reader };
 }

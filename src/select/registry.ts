@@ -7,10 +7,12 @@
 import type { BackendDescriptor, CardTarget, LocalCapabilities } from "../backends/descriptor.js";
 import { nvmlCounterBackend, nvmlSamplerBackend } from "../backends/nvml.js";
 import { remoteAgentBackend } from "../backends/remote.js";
+import { simulatedBackend } from "../backends/simulated.js";
 import { smiSamplerBackend } from "../backends/smi.js";
 import type { BackendName } from "../measurement.js";
 
 const REGISTRY: readonly BackendDescriptor[] = [
+  simulatedBackend,
   nvmlCounterBackend,
   nvmlSamplerBackend,
   smiSamplerBackend,

@@ -63,6 +63,7 @@ export class SyntheticCard {
     const source: RingSource = {
       column: counter ? "energy" : "integral",
       averagedPower: this.truth.averagedOnly,
+      averagedPowerSource: "nvmlDeviceGetPowerUsage",
       open: () => ok(this.ring),
       setPeriod: () => {},
       close: () => {},

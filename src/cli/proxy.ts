@@ -1,0 +1,317 @@
+#!/usr/bin/env node
+/**
+ * giul-proxy: a transparent reverse proxy in front of an OpenAI-compatible inference server on
+ * this host, giving every answer its measured energy. Exits 2 for bad arguments (naming the flag),
+ * 1 when it cannot start. Messages go to stderr; stdout is left to `--log -`.
+ */
+import { closeSync, openSync, readFileSync } from "node:fs";
+import { isGiulError } from "../errors.js";
+import { type Node, resolveNode } from "../node.js";
+import { NdjsonLog } from "../proxy/log.js";
+import type { ProxyOptions } from "../proxy/options.js";
+import { upstreamUrl } from "../proxy/options.js";
+import { type MeteringProxy, startProxy } from "../proxy/server.js";
+
+const USAGE = `Usage: giul-proxy --upstream URL --idle-w W [--gpu N] [options]
+
+Forwards every request to an OpenAI-compatible server on this host (vLLM, SGLang, TGI,
+llama.cpp) and meters each as a window on the card: the card's energy above idle is shared
+among the requests in flight. Clients get each answer's energy with the answer:
+  non-streamed JSON  headers x-energy-joules, x-energy-method, x-energy-backend,
+                     x-energy-uncertainty-joules (and usage.energy with --inject-usage)
+  streams (SSE)      one comment line ": energy {…}" before the final "data: [DONE]",
+                     and the same fields as HTTP trailers
+
+Required:
+  --upstream URL        the inference server, e.g. http://127.0.0.1:8000
+  --idle-w W            the card's idle draw in watts, measured by you (or idleW in --node)
+Card:
+  --gpu N               card index (default 0, or gpuIndex in --node)
+  --node FILE           a JSON file of Node fields (name, gpuIndex, idleW, isLocal, powerEndpoint,
+                        servingMatch, contentionIgnore, contentionFloorMib, …); flags override it
+  --serving-match S     the server's process name (substring): other compute processes on the
+                        card make a window contended
+  --hint J              joules per 1,000 completion tokens, to estimate what cannot be measured
+  --period-ms N         sampling period, 1..1000 ms (default 10)
+Listening:
+  --listen HOST:PORT    default 127.0.0.1:9410. Bind a private address, not 0.0.0.0, unless
+                        the host is otherwise firewalled
+  --admin HOST:PORT|off GET /metrics and /healthz (default 127.0.0.1:9411)
+Output:
+  --log FILE|-          one NDJSON record per request, appended (SIGHUP reopens the file)
+  --inject-usage        also add usage.energy to non-streamed JSON answers
+Limits (defaults):
+  --max-body-bytes N           request bodies (413 above) and JSON answers buffered (16777216)
+  --max-header-bytes N         request heads (431 above) (16384)
+  --max-connections N          client connections (1024)
+  --upstream-timeout-ms N      the upstream may send nothing this long (600000)
+  --connect-timeout-ms N       connecting to the upstream (5000)
+  --client-stall-timeout-ms N  a client may stop reading this long (60000)
+  --headers-timeout-ms N       a request's head must arrive within (10000)
+  --request-timeout-ms N       a request's body must arrive within (60000)
+  --keep-alive-timeout-ms N    idle client connections are closed after (5000)
+  -h, --help                   print this help
+
+Environment: GIUL_NVML_LIBRARY, GIUL_NVIDIA_SMI, GIUL_BACKEND as for giul-probe and the Meter.
+`;
+
+type Parsed =
+  | { readonly kind: "run"; readonly options: ProxyOptions; readonly log: string | null }
+  | { readonly kind: "help" }
+  | { readonly kind: "bad"; readonly message: string };
+
+class Bad extends Error {}
+
+function int(flag: string, raw: string | undefined, min: number, max: number): number {
+  if (raw === undefined || !/^\d+$/.test(raw))
+    throw new Bad(`${flag} needs an integer, got ${JSON.stringify(raw)}`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new Bad(`${flag} must be from ${min} to ${max}, got ${n}`);
+  return n;
+}
+
+function number(flag: string, raw: string | undefined, what: string): number {
+  const n = raw === undefined || raw.trim() === "" ? Number.NaN : Number(raw);
+  if (!Number.isFinite(n) || n < 0)
+    throw new Bad(`${flag} needs ${what} (a number ≥ 0), got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+/** HOST:PORT, [V6]:PORT, :PORT or PORT. */
+function address(flag: string, raw: string | undefined, host: string): { host: string; port: number } {
+  const m = raw === undefined ? null : /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]]*):)?(\d+)$/.exec(raw);
+  if (m === null) throw new Bad(`${flag} needs HOST:PORT, got ${JSON.stringify(raw)}`);
+  const given = (m[1] ?? "").replace(/^\[(.*)\]$/, "$1");
+  return { host: given === "" ? host : given, port: int(flag, m[2], 0, 65535) };
+}
+
+const NODE_FLAGS: Record<string, string> = {
+  "node.idleW": "--idle-w",
+  "node.gpuIndex": "--gpu",
+  "node.servingMatch": "--serving-match",
+};
+
+function readNode(file: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, "utf8"));
+  } catch (error) {
+    throw new Bad(`--node ${file}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw new Bad(`--node ${file}: expected a JSON object of Node fields`);
+  return parsed as Record<string, unknown>;
+}
+
+export function parseArgs(args: readonly string[]): Parsed {
+  const o: Record<string, unknown> = {};
+  const flags: Record<string, unknown> = {};
+  let nodeFile: string | null = null;
+  let log: string | null = null;
+  try {
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i] as string;
+      const eq = arg.indexOf("=");
+      const flag = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
+      const inline = arg.startsWith("--") && eq > 0 ? arg.slice(eq + 1) : undefined;
+      const value = () => (inline !== undefined ? inline : args[++i]);
+      const text = (what: string) => {
+        const v = value();
+        if (v === undefined || v === "") throw new Bad(`${flag} needs ${what}`);
+        return v;
+      };
+      switch (flag) {
+        case "-h":
+        case "--help":
+          return { kind: "help" };
+        case "--upstream": {
+          const v = text("a URL");
+          try {
+            upstreamUrl(v);
+          } catch (error) {
+            throw new Bad(`--upstream: ${(error as Error).message.replace(/^upstream: /, "")}`);
+          }
+          o.upstream = v;
+          break;
+        }
+        case "--idle-w":
+          flags.idleW = number("--idle-w", value(), "the card's idle draw in watts");
+          break;
+        case "--gpu":
+          flags.gpuIndex = int("--gpu", value(), 0, 1023);
+          break;
+        case "--node":
+          nodeFile = text("a JSON file");
+          break;
+        case "--serving-match":
+          flags.servingMatch = text("a process name");
+          break;
+        case "--hint":
+          o.joulesPer1kHint = number("--hint", value(), "joules per 1,000 tokens");
+          break;
+        case "--period-ms":
+          o.periodMs = int("--period-ms", value(), 1, 1000);
+          break;
+        case "--listen": {
+          const a = address("--listen", value(), "127.0.0.1");
+          o.host = a.host;
+          o.port = a.port;
+          break;
+        }
+        case "--admin": {
+          const v = value();
+          if (v === "off") o.adminPort = null;
+          else {
+            const a = address("--admin", v, "127.0.0.1");
+            o.adminHost = a.host;
+            o.adminPort = a.port;
+          }
+          break;
+        }
+        case "--log":
+          log = text("a file (or - for stdout)");
+          break;
+        case "--inject-usage":
+          if (inline !== undefined) throw new Bad("--inject-usage takes no value");
+          o.injectUsage = true;
+          break;
+        case "--max-body-bytes":
+          o.maxBodyBytes = int(flag, value(), 1, 1 << 30);
+          break;
+        case "--max-header-bytes":
+          o.maxHeaderBytes = int(flag, value(), 1024, 1 << 20);
+          break;
+        case "--max-connections":
+          o.maxConnections = int(flag, value(), 1, 1_000_000);
+          break;
+        case "--upstream-timeout-ms":
+          o.upstreamTimeoutMs = int(flag, value(), 1, 86_400_000);
+          break;
+        case "--connect-timeout-ms":
+          o.connectTimeoutMs = int(flag, value(), 1, 3_600_000);
+          break;
+        case "--client-stall-timeout-ms":
+          o.clientStallTimeoutMs = int(flag, value(), 1, 86_400_000);
+          break;
+        case "--headers-timeout-ms":
+          o.headersTimeoutMs = int(flag, value(), 1, 3_600_000);
+          break;
+        case "--request-timeout-ms":
+          o.requestTimeoutMs = int(flag, value(), 1, 86_400_000);
+          break;
+        case "--keep-alive-timeout-ms":
+          o.keepAliveTimeoutMs = int(flag, value(), 1, 3_600_000);
+          break;
+        default:
+          throw new Bad(`unknown argument ${JSON.stringify(arg)}`);
+      }
+    }
+    if (o.upstream === undefined) throw new Bad("--upstream is required: the inference server's URL");
+    const base = nodeFile === null ? {} : readNode(nodeFile);
+    const node = { ...base, ...flags } as Record<string, unknown>;
+    node.name ??= `giul-proxy-gpu${String(node.gpuIndex ?? 0)}`;
+    if (node.idleW === undefined && nodeFile === null)
+      throw new Bad(
+        "--idle-w is required: the card's idle draw in watts, measured by you (or idleW in --node)",
+      );
+    try {
+      resolveNode(node as unknown as Node);
+    } catch (error) {
+      if (!isGiulError(error)) throw error;
+      const flag = NODE_FLAGS[error.field ?? ""];
+      const fromFlag = flag !== undefined && (error.field as string).slice(5) in flags;
+      throw new Bad(
+        fromFlag ? `${flag}: ${error.message}` : `--node ${nodeFile ?? "(flags)"}: ${error.message}`,
+      );
+    }
+    if (
+      typeof o.requestTimeoutMs === "number" &&
+      o.requestTimeoutMs < ((o.headersTimeoutMs as number | undefined) ?? 10_000)
+    )
+      throw new Bad("--request-timeout-ms must be ≥ --headers-timeout-ms");
+    return { kind: "run", options: { ...o, node } as unknown as ProxyOptions, log };
+  } catch (error) {
+    if (error instanceof Bad) return { kind: "bad", message: error.message };
+    throw error;
+  }
+}
+
+export async function main(args: readonly string[]): Promise<number> {
+  const parsed = parseArgs(args);
+  const say = (m: string) => process.stderr.write(`${m}\n`);
+  if (parsed.kind === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (parsed.kind === "bad") {
+    process.stderr.write(`giul-proxy: ${parsed.message}\n\n${USAGE}`);
+    return 2;
+  }
+  let log: NdjsonLog | null = null;
+  if (parsed.log !== null) {
+    if (parsed.log !== "-") {
+      try {
+        closeSync(openSync(parsed.log, "a"));
+      } catch (error) {
+        say(`giul-proxy: --log ${parsed.log}: cannot append to it: ${String(error)}`);
+        return 2;
+      }
+    }
+    log = new NdjsonLog(parsed.log, say);
+  }
+  const sink = log;
+  let proxy: MeteringProxy;
+  try {
+    proxy = await startProxy({
+      ...parsed.options,
+      warn: say,
+      ...(sink === null ? {} : { onRecord: (r) => sink.write(r) }),
+    });
+  } catch (error) {
+    if (isGiulError(error)) {
+      say(`giul-proxy: ${error.field === "GIUL_BACKEND" ? "GIUL_BACKEND: " : ""}${error.message}`);
+      return 2;
+    }
+    const where = `${parsed.options.host ?? "127.0.0.1"}:${parsed.options.port ?? 9410}`;
+    say(`giul-proxy: cannot listen on ${where} (or the admin address): ${String(error)}`);
+    return 1;
+  }
+  if (sink !== null) proxy.metrics.logDropped = () => sink.dropped;
+  const running = proxy;
+  const stop = () => {
+    running
+      .close()
+      .then(() => sink?.close())
+      .then(
+        () => process.exit(0),
+        () => process.exit(0),
+      );
+  };
+  // Before the banner: whoever waits for it may signal at once.
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  process.on("SIGHUP", () => sink?.reopen());
+  const gpu = parsed.options.node.gpuIndex ?? 0;
+  const card = parsed.options.node.isLocal === false ? parsed.options.node.powerEndpoint : `GPU ${gpu}`;
+  if (proxy.reason !== null)
+    say(
+      `giul-proxy: ${card}: energy cannot be measured (${proxy.reason}); answers are labelled estimated or unknown`,
+    );
+  say(
+    `giul-proxy: listening on ${proxy.url} → ${proxy.upstream} (${card} via ${proxy.backend})` +
+      (proxy.adminUrl === null ? "" : `; metrics on ${proxy.adminUrl}/metrics`),
+  );
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code !== 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(
+      `giul-proxy: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  },
+);

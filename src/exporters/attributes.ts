@@ -1,0 +1,114 @@
+/**
+ * A window's record as flat attributes for OpenTelemetry: on the request's span, the fields an
+ * operator reads (`giul.energy.joules`, `.method`, `.backend`, `.uncertainty_joules`,
+ * `.attribution`, `.contended`, `.card_joules`, `.tokens`, `.reason`, `.contended_by`, each where
+ * not null) and `giul.node`; on each stage's event (at the stage's end), the stage's joules,
+ * method and uncertainty. Kept to these because a span's attributes are paid for per request (see
+ * bench/RESULTS.md); the whole record is `energy.toJSON()`.
+ */
+import type { Energy } from "../energy.js";
+
+export type AttributeValue = string | number | boolean | string[];
+export type FlatAttributes = Record<string, AttributeValue>;
+
+/** Buckets for joules per request: 0.1 J … 10 kJ (a short completion on a small card to a long one on a large). */
+export const JOULE_BUCKETS: readonly number[] = Object.freeze([
+  0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
+]);
+
+function put(out: FlatAttributes, key: string, value: number | null): void {
+  if (value !== null && Number.isFinite(value)) out[key] = value;
+}
+
+/** Where attributes are set one by one (an OpenTelemetry span). */
+export interface AttributeSink {
+  setAttribute(key: string, value: AttributeValue): unknown;
+}
+
+function set(sink: AttributeSink, key: string, value: number | null): void {
+  if (value !== null && Number.isFinite(value)) sink.setAttribute(key, value);
+}
+
+/** The record's fields on the request's span, set one by one (no object built per window). */
+export function setEnergyAttributes(sink: AttributeSink, e: Energy, node: string): void {
+  sink.setAttribute("giul.energy.method", e.method);
+  sink.setAttribute("giul.energy.backend", e.backend);
+  sink.setAttribute("giul.energy.attribution", e.attribution);
+  sink.setAttribute("giul.energy.contended", e.contended);
+  sink.setAttribute("giul.node", node);
+  set(sink, "giul.energy.joules", e.joules);
+  set(sink, "giul.energy.uncertainty_joules", e.uncertaintyJoules);
+  set(sink, "giul.energy.card_joules", e.cardJoules);
+  set(sink, "giul.energy.tokens", e.tokens);
+  if (e.contendedBy.length > 0) {
+    sink.setAttribute(
+      "giul.energy.contended_by",
+      e.contendedBy.map((p) => `${p.name ?? "?"} (pid ${p.pid})`),
+    );
+  }
+  if (e.reason !== null) sink.setAttribute("giul.energy.reason", e.reason);
+}
+
+/** A stage's fields for its span event. */
+export function stageAttributes(name: string, e: Energy): FlatAttributes {
+  const out: FlatAttributes = { "giul.stage.name": name, "giul.energy.method": e.method };
+  put(out, "giul.energy.joules", e.joules);
+  put(out, "giul.energy.uncertainty_joules", e.uncertaintyJoules);
+  return out;
+}
+
+/** One combination of the per-request metrics' labels, and the windows counted under it. */
+export interface LabelEntry {
+  readonly labels: Readonly<Record<string, string>>;
+  count: number;
+}
+
+/**
+ * The labels of the per-request metrics (method, backend, node): one frozen object per
+ * combination, so that recording allocates nothing, with a count of the windows under each.
+ */
+export class LabelCache {
+  /** method → backend → node → entry: found with no string built per window. */
+  private readonly cache = new Map<string, Map<string, Map<string, LabelEntry>>>();
+  private readonly all: LabelEntry[] = [];
+
+  constructor(private readonly keys: { method: string; backend: string; node: string }) {}
+
+  of(method: string, backend: string, node: string): LabelEntry {
+    let byBackend = this.cache.get(method);
+    if (byBackend === undefined) {
+      byBackend = new Map();
+      this.cache.set(method, byBackend);
+    }
+    let byNode = byBackend.get(backend);
+    if (byNode === undefined) {
+      byNode = new Map();
+      byBackend.set(backend, byNode);
+    }
+    let entry = byNode.get(node);
+    if (entry === undefined) {
+      const k = this.keys;
+      entry = {
+        labels: Object.freeze({ [k.method]: method, [k.backend]: backend, [k.node]: node }),
+        count: 0,
+      };
+      byNode.set(node, entry);
+      this.all.push(entry);
+    }
+    return entry;
+  }
+
+  entries(): readonly LabelEntry[] {
+    return this.all;
+  }
+}
+
+// performance.now() runs on the same monotonic clock as process.hrtime, and the OpenTelemetry SDK
+// stamps spans with timeOrigin + now(): one pair of readings lines the two up for good.
+const ORIGIN_NS = process.hrtime.bigint();
+const ORIGIN_MS = performance.timeOrigin + performance.now();
+
+/** CLOCK_MONOTONIC ns (process.hrtime.bigint) as ms since the epoch, on the SDK's clock. */
+export function epochMs(tNs: bigint): number {
+  return ORIGIN_MS + Number(tNs - ORIGIN_NS) / 1e6;
+}

@@ -1,0 +1,199 @@
+/**
+ * `giul/otel`: each metered request's energy where OpenTelemetry users already look. Subscribes to
+ * giul's diagnostics channels (src/diagnostics.ts); the Meter knows nothing of it.
+ *
+ * ```ts
+ * import { instrumentOpenTelemetry } from "giul/otel";
+ * const otel = instrumentOpenTelemetry();   // the global MeterProvider / TracerProvider
+ * ```
+ *
+ * - the span active when a window opened gets the window's record as attributes
+ *   (`giul.energy.joules`, `.method`, `.backend`, `.uncertainty_joules`, …) and one `giul.stage`
+ *   event per stage, at the stage's end;
+ * - `giul.request.energy` (histogram, J) and `giul.requests` (counter) with `giul.energy.method`,
+ *   `giul.energy.backend` and `giul.node`;
+ * - `hw.energy` (counter, J) and `hw.power` (gauge, W) per local GPU, with `hw.id`, `hw.type`,
+ *   `hw.vendor`, `hw.model`, `hw.driver_version` (OpenTelemetry's hardware conventions), read from
+ *   the samplers already running at each collection: no NVML call.
+ *
+ * `@opentelemetry/api` is an optional peer dependency of giul: install it to use this entry.
+ */
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import {
+  type BatchObservableCallback,
+  type Context,
+  context,
+  diag,
+  type MeterProvider,
+  metrics,
+  type ObservableCallback,
+  ROOT_CONTEXT,
+  type Span,
+  type TracerProvider,
+  trace,
+  ValueType,
+} from "@opentelemetry/api";
+import { type EnergyMessage, GIUL_CHANNELS, type WindowOpenMessage } from "../diagnostics.js";
+import type { Energy } from "../energy.js";
+import type { Meter as GiulMeter } from "../meter.js";
+import { epochMs, JOULE_BUCKETS, LabelCache, setEnergyAttributes, stageAttributes } from "./attributes.js";
+import { CardFigureReader, hwAttributes } from "./cards.js";
+
+export interface OpenTelemetryOptions {
+  /** Where the metrics go. Default: the global one (`metrics.getMeterProvider()`). */
+  readonly meterProvider?: MeterProvider;
+  /** Makes the `giul.window` spans (`windowSpans`). Default: the global one. */
+  readonly tracerProvider?: TracerProvider;
+  /** Put each window's record on the span active when it opened (default true). */
+  readonly spanAttributes?: boolean;
+  /**
+   * With the record, one `giul.stage` event per stage (default true). The SDK's events are the
+   * dearest part of a window's cost (see bench/RESULTS.md): turn them off where that matters.
+   */
+  readonly stageEvents?: boolean;
+  /**
+   * Also record each window as a span of its own, `giul.window`, from its opening to its closing
+   * edge, a child of the span active when it opened, with the record's attributes and stage
+   * events (default false).
+   */
+  readonly windowSpans?: boolean;
+  /** Report `hw.energy` and `hw.power` for the local GPUs (default true). */
+  readonly cardMetrics?: boolean;
+}
+
+export interface OpenTelemetryInstrumentation {
+  /** Stops: unsubscribes from giul's channels and removes the card callback. Idempotent. */
+  disable(): void;
+}
+
+const SCOPE = "giul";
+
+/**
+ * Starts reporting every metered request (and the local cards) to OpenTelemetry. Call it once,
+ * after the SDK is set up; windows opened before it are reported from their record on, without
+ * their opening span.
+ */
+export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetryInstrumentation {
+  const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE);
+  const onSpans = options.spanAttributes ?? true;
+  const withStages = options.stageEvents ?? true;
+  const windowSpans = options.windowSpans ?? false;
+  const tracer = windowSpans ? (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE) : null;
+
+  const energy = meter.createHistogram("giul.request.energy", {
+    unit: "J",
+    description:
+      "Energy charged to each metered request: joules above idle (its share of the card under shared " +
+      "attribution); sampled or estimated, as giul.energy.method says",
+    valueType: ValueType.DOUBLE,
+    advice: { explicitBucketBoundaries: [...JOULE_BUCKETS] },
+  });
+  // Counted here and observed at each collection: an instrument's add() would hash the labels
+  // again for every window (see bench/RESULTS.md).
+  const labels = new LabelCache({
+    method: "giul.energy.method",
+    backend: "giul.energy.backend",
+    node: "giul.node",
+  });
+  const requests = meter.createObservableCounter("giul.requests", {
+    unit: "{request}",
+    description: "Metered requests (windows closed), by how their energy was obtained: unknown ones included",
+    valueType: ValueType.INT,
+  });
+  const countRequests: ObservableCallback = (result) => {
+    for (const entry of labels.entries()) result.observe(entry.count, entry.labels);
+  };
+  requests.addCallback(countRequests);
+
+  // The context of the caller of open(): a window's record goes to the span active then, and only
+  // there (a record published after close()'s tick runs in no particular request's context).
+  const opened = new WeakMap<GiulMeter, Context>();
+  const onOpen = (message: unknown): void => {
+    const active = context.active();
+    if (trace.getSpan(active) !== undefined) opened.set((message as WindowOpenMessage).meter, active);
+  };
+
+  const onEnergy = (message: unknown): void => {
+    try {
+      const { meter: window, node, energy: e, openNs, closeNs } = message as EnergyMessage;
+      const tags = labels.of(e.method, e.backend, node.name);
+      tags.count += 1;
+      if (e.joules !== null) energy.record(e.joules, tags.labels);
+      if (!onSpans && tracer === null) return;
+      const at = opened.get(window);
+      if (at !== undefined) opened.delete(window);
+      if (onSpans) {
+        const span = at === undefined ? undefined : trace.getSpan(at);
+        if (span?.isRecording()) annotate(span, e, node.name, withStages ? openNs : null);
+      }
+      if (tracer !== null) {
+        const span = tracer.startSpan("giul.window", { startTime: epochMs(openNs) }, at ?? ROOT_CONTEXT);
+        annotate(span, e, node.name, withStages ? openNs : null);
+        span.end(epochMs(closeNs));
+      }
+    } catch (error) {
+      diag.warn(`giul: recording a window failed: ${String(error)}`);
+    }
+  };
+
+  const cards = (options.cardMetrics ?? true) ? cardInstruments(meter) : null;
+
+  if (onSpans || windowSpans) subscribe(GIUL_CHANNELS.windowOpen, onOpen);
+  subscribe(GIUL_CHANNELS.energy, onEnergy);
+  let enabled = true;
+  return {
+    disable() {
+      if (!enabled) return;
+      enabled = false;
+      if (onSpans || windowSpans) unsubscribe(GIUL_CHANNELS.windowOpen, onOpen);
+      unsubscribe(GIUL_CHANNELS.energy, onEnergy);
+      requests.removeCallback(countRequests);
+      cards?.remove();
+    },
+  };
+}
+
+/**
+ * The record on `span`, and one `giul.stage` event per stage at the stage's closing mark. Stages
+ * run back to back from the opening edge, so each mark is the opening edge plus the seconds of the
+ * stages up to it. No events when `openNs` is null (stageEvents: false).
+ */
+function annotate(span: Span, e: Energy, node: string, openNs: bigint | null): void {
+  setEnergyAttributes(span, e, node);
+  if (openNs === null) return;
+  let at = epochMs(openNs);
+  for (const name in e.stages) {
+    const stage = e.stages[name] as Energy;
+    at += stage.seconds * 1000;
+    span.addEvent("giul.stage", stageAttributes(name, stage), at);
+  }
+}
+
+/** hw.energy and hw.power for the local GPUs, observed at each collection. */
+function cardInstruments(meter: ReturnType<MeterProvider["getMeter"]>): { remove(): void } {
+  const hwEnergy = meter.createObservableCounter("hw.energy", {
+    unit: "J",
+    description:
+      "Energy consumed by the GPU, as giul's sampler saw it while it ran (never decreasing; see giul's README)",
+    valueType: ValueType.DOUBLE,
+  });
+  const hwPower = meter.createObservableGauge("hw.power", {
+    unit: "W",
+    description: "Instantaneous power consumed by the GPU: the newest sample of giul's sampler",
+    valueType: ValueType.DOUBLE,
+  });
+  const reader = new CardFigureReader();
+  const callback: BatchObservableCallback = (result) => {
+    try {
+      for (const card of reader.read()) {
+        const attributes = hwAttributes(card.identity);
+        if (card.energyJ !== null) result.observe(hwEnergy, card.energyJ, attributes);
+        if (card.powerW !== null) result.observe(hwPower, card.powerW, attributes);
+      }
+    } catch (error) {
+      diag.warn(`giul: reading the cards failed: ${String(error)}`);
+    }
+  };
+  meter.addBatchObservableCallback(callback, [hwEnergy, hwPower]);
+  return { remove: () => meter.removeBatchObservableCallback(callback, [hwEnergy, hwPower]) };
+}
