@@ -58,6 +58,9 @@ export type FusedValue =
   | { readonly ok: false; readonly pending: true }
   | { readonly ok: false; readonly pending: false; readonly reason: string };
 
+/** Entries of the memo of sensor energies between readings. */
+const MEMO = 512;
+
 /** Names of the bases, for reports. */
 const BASIS_NAMES: Readonly<Record<Basis, string>> = {
   [CONTINUOUS]: "continuous sensor",
@@ -144,8 +147,13 @@ export class CounterFusion {
   /** Which reading of the power sensor the counter supports (power-model.ts). */
   private readonly judge: SensorJudge;
   private readonly bounds = { lo: 0, hi: 0 };
-  /** Sensor energy between two readings, by (first, model, count), valid while head is memoHead. */
-  private readonly memo = new Map<number, [number, number]>();
+  /**
+   * Sensor energy between two readings, memoized while the ring's head is memoHead: a direct-mapped
+   * table of MEMO entries keyed by (first reading, count, model).
+   */
+  private readonly memoKey = new Float64Array(MEMO).fill(-1);
+  private readonly memoLo = new Float64Array(MEMO);
+  private readonly memoHi = new Float64Array(MEMO);
   private memoHead = -1;
 
   constructor(ring: SampleRing, kind: PowerKind) {
@@ -380,7 +388,7 @@ export class CounterFusion {
   private sensorEnergy(x: number, y: number, model: SensorModel): void {
     const p = this.power;
     if (p.head !== this.memoHead) {
-      this.memo.clear();
+      this.memoKey.fill(-1);
       this.memoHead = p.head;
     }
     let i = p.indexAtOrBefore(x);
@@ -391,14 +399,20 @@ export class CounterFusion {
       return;
     }
     const key = (i * 4 + model) * 1e6 + (j - i);
-    let mid = this.memo.get(key);
-    if (mid === undefined) {
+    const slot = ((i * 31 + (j - i) * 7 + model) >>> 0) % MEMO;
+    let lo: number;
+    let hi: number;
+    if (this.memoKey[slot] === key) {
+      lo = this.memoLo[slot] as number;
+      hi = this.memoHi[slot] as number;
+    } else {
       energyBounds(p, p.atOf(i), p.atOf(j), model, this.bounds);
-      mid = [this.bounds.lo, this.bounds.hi];
-      this.memo.set(key, mid);
+      lo = this.bounds.lo;
+      hi = this.bounds.hi;
+      this.memoKey[slot] = key;
+      this.memoLo[slot] = lo;
+      this.memoHi[slot] = hi;
     }
-    let lo = mid[0];
-    let hi = mid[1];
     energyBounds(p, x, p.atOf(i), model, this.bounds);
     lo += this.bounds.lo;
     hi += this.bounds.hi;
