@@ -66,9 +66,11 @@ const check = createRequire(import.meta.url)("../scripts/check-prebuilds.cjs") a
 const HOST = `${process.platform}-${process.arch}`;
 
 /** The most a tarball may weigh: packed (gzip) and unpacked, in bytes. */
-// Grown with giul-proxy and giul/testing (was 450,000 / 1,300,000 with two tools and no subpath);
-// still far under what source maps and duplicated CLI bundles cost before (563,412 / 2,088,369).
-const BUDGET = { packed: 520_000, unpacked: 1_500_000 };
+// Grown with giul-proxy and giul/testing (was 450,000 / 1,300,000 with two tools and no subpath),
+// then with the fused energy counter (backends/fusion.ts, cadence.ts, power-model.ts: +22 KB packed,
+// +78 KB unpacked, in each bundle that holds the native backends); still under what source maps and
+// duplicated CLI bundles cost before (563,412 / 2,088,369).
+const BUDGET = { packed: 540_000, unpacked: 1_600_000 };
 
 let tarball: string;
 let work: string;

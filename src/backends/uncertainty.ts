@@ -135,9 +135,10 @@ export function averagedPowerCaveat(source: string): string {
 }
 
 /**
- * A span on a fused counter (mJ): the difference of its two edges (`diffMj` ± `errMj`), narrowed
- * where the power readings bound the span on their own (`direct`, or null); the middle of what is
- * left and its half-width. When the two disagree (they cannot both hold) the edges' bound stands.
+ * A span on a fused counter (mJ): the difference of its two edges (`diffMj` ± `errMj`), its bar
+ * narrowed where the power readings bound the span on their own (`direct`, or null) and the
+ * difference lies inside both. The figure stays the edges' difference, as the per-card ledger's
+ * shares are, so that the shares of windows open together add up to the card over their edges.
  */
 export function fusedSpan(
   diffMj: number,
@@ -147,8 +148,8 @@ export function fusedSpan(
   if (direct === null) return { valueMj: diffMj, errMj };
   const lo = Math.max(diffMj - errMj, direct.lo);
   const hi = Math.min(diffMj + errMj, direct.hi);
-  if (!(lo <= hi)) return { valueMj: diffMj, errMj };
-  return { valueMj: (lo + hi) / 2, errMj: (hi - lo) / 2 };
+  if (!(lo <= diffMj && diffMj <= hi)) return { valueMj: diffMj, errMj };
+  return { valueMj: diffMj, errMj: Math.max(diffMj - lo, hi - diffMj) };
 }
 
 /** One end of a sensor's energy between two instants (mJ): `end` "lo" the least, "hi" the most. */
