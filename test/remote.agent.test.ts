@@ -229,7 +229,11 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
         expect(e.method, e.reason ?? "").toBe("sampled");
         expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
       }
-      // A window shorter than the counter's step: measured, within its bar.
+      // A window shorter than the counter's step, while the card draws 400 W: measured, within its bar.
+      const at = sc.nowMs() + 100;
+      power.push([at, 100], [at, 400], [at + 400, 400], [at + 400, 100]);
+      sc.update({ devices: [DEVICE0, { power: 100, counterStepMs: 10 }, { ...DEVICE2, power: [...power] }] });
+      await sleep(200);
       const m = await Meter.forNode(node, { attribution: "exclusive" }).open();
       await sleep(30);
       await m.close();
