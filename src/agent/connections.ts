@@ -15,6 +15,7 @@
  * So thousands of idle or slow sockets cost the agent nothing but their churn, and a probe of
  * `/power` is answered among them.
  */
+import type { Server } from "node:http";
 import type { Socket } from "node:net";
 
 export interface ConnectionLimits {
@@ -167,4 +168,25 @@ export class ConnectionGuard {
     if (left <= 0) this.perAddress.delete(c.address);
     else this.perAddress.set(c.address, left);
   }
+}
+
+/**
+ * Malformed requests, oversized heads and slow ones get a status and a closed connection (giul-agent
+ * and giul-proxy alike); a connection already gone is destroyed.
+ */
+export function answerClientErrors(server: Server): void {
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
+    if (!socket.writable || error.code === "ECONNRESET") {
+      socket.destroy();
+      return;
+    }
+    const status =
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? "431 Request Header Fields Too Large"
+        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "408 Request Timeout"
+          : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+    socket.destroySoon();
+  });
 }

@@ -19,7 +19,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { packageRoot } from "../binding.js";
 import { debug } from "../debug.js";
-import { type ConnectionCounts, ConnectionGuard } from "./connections.js";
+import { answerClientErrors, type ConnectionCounts, ConnectionGuard } from "./connections.js";
 import { formatMetrics } from "./metrics.js";
 import { DeviceMonitor } from "./monitor.js";
 
@@ -248,20 +248,7 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       });
     },
   );
-  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
-    if (!socket.writable || error.code === "ECONNRESET") {
-      socket.destroy();
-      return;
-    }
-    const status =
-      error.code === "HPE_HEADER_OVERFLOW"
-        ? "431 Request Header Fields Too Large"
-        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
-          ? "408 Request Timeout"
-          : "400 Bad Request";
-    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-    socket.destroySoon();
-  });
+  answerClientErrors(server);
   server.on("connection", (socket: Socket) => {
     socket.on("error", () => socket.destroy());
     guard.admit(socket);

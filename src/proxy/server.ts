@@ -20,6 +20,7 @@ import {
 } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import { answerClientErrors } from "../agent/connections.js";
 import { whileAlive } from "../alive.js";
 import type { Track } from "../backends/track.js";
 import { debug } from "../debug.js";
@@ -79,20 +80,7 @@ function urlOf(address: AddressInfo): string {
 
 /** Malformed requests, oversized heads and slow ones get a status and a closed connection. */
 function guard(server: Server): void {
-  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
-    if (!socket.writable || error.code === "ECONNRESET") {
-      socket.destroy();
-      return;
-    }
-    const status =
-      error.code === "HPE_HEADER_OVERFLOW"
-        ? "431 Request Header Fields Too Large"
-        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
-          ? "408 Request Timeout"
-          : "400 Bad Request";
-    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-    socket.destroySoon();
-  });
+  answerClientErrors(server);
   server.on("connection", (socket: Socket) => {
     socket.on("error", () => socket.destroy());
   });
