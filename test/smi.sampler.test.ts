@@ -16,6 +16,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { emptySample } from "../src/backends/ring.js";
 import { smiTrack } from "../src/backends/smi.js";
 import { SmiSampler } from "../src/backends/smi-sampler.js";
 import type { Edge, Track } from "../src/backends/track.js";
@@ -311,18 +312,7 @@ describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
       await sleep(1_600);
       const to = t.edge();
       await t.settle([from, to]);
-      const sample = {
-        t: 0,
-        energyMj: 0,
-        powerMw: 0,
-        integralMj: 0,
-        flags: 0,
-        error: 0,
-        faults: 0,
-        readNs: 0,
-        powerT: 0,
-        powerReadNs: 0,
-      };
+      const sample = emptySample();
       // Rows of one chunk keep their 50 ms spacing; only a seam between two chunks (the last row
       // of a chunk is stamped at its arrival, up to a period late) may come closer, never earlier.
       let prev = Number.NaN;
@@ -569,18 +559,7 @@ describe.runIf(ready)("smi_sampler on replayed outputs", () => {
     // Every reading 50 ms after the one before, as the stamps say, the two without a usable stamp
     // too. From the fourth on: the first rows' offset holds their own delay (the child starting,
     // up to ~10 ms seen), until a row read sooner after its stamp moves the estimate earlier.
-    const sample = {
-      t: 0,
-      energyMj: 0,
-      powerMw: 0,
-      integralMj: 0,
-      flags: 0,
-      error: 0,
-      faults: 0,
-      readNs: 0,
-      powerT: 0,
-      powerReadNs: 0,
-    };
+    const sample = emptySample();
     const times: number[] = [];
     for (let k = 0; k < ring.head(); k++)
       if (ring.read(k, sample) && sample.error === 0) times.push(sample.t);

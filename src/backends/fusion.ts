@@ -35,7 +35,7 @@ import {
   SensorJudge,
   type SensorModel,
 } from "./power-model.js";
-import { FLAG, type Sample, type SampleRing } from "./ring.js";
+import { emptySample, FLAG, type Sample, type SampleRing } from "./ring.js";
 import { anchorAfter, anchorBefore, anchorBound, stepGain } from "./uncertainty.js";
 
 /** What a ring's power readings are. */
@@ -106,18 +106,7 @@ export class CounterFusion {
   private readonly ring: SampleRing;
   private readonly power: PowerReadings;
   private readonly usePower: boolean;
-  private readonly s: Sample = {
-    t: 0,
-    energyMj: 0,
-    powerMw: 0,
-    integralMj: 0,
-    flags: 0,
-    error: 0,
-    faults: 0,
-    readNs: 0,
-    powerT: 0,
-    powerReadNs: 0,
-  };
+  private readonly s: Sample = emptySample();
   /** The anchor in force at each sample (its global number), by k % capacity; −1: none. */
   private readonly anchorAt: Float64Array;
   // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,

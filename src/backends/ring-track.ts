@@ -1,7 +1,7 @@
 import { type BackendName, type Check, OK, type SpanMeasurement } from "../measurement.js";
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
-import type { RingSource, Sample, SampleRing } from "./ring.js";
+import { emptySample, type RingSource, type Sample, type SampleRing } from "./ring.js";
 import {
   describeFaults,
   type EdgeContext,
@@ -45,18 +45,7 @@ export class RingTrack implements Track, TrackReadings {
   private periodMs = Number.POSITIVE_INFINITY;
   private lingerTimer: NodeJS.Timeout | null = null;
   private readonly waits: RingWaits<RingEdge>;
-  private readonly scratch: Sample = {
-    t: 0,
-    energyMj: 0,
-    powerMw: 0,
-    integralMj: 0,
-    flags: 0,
-    error: 0,
-    faults: 0,
-    readNs: 0,
-    powerT: 0,
-    powerReadNs: 0,
-  };
+  private readonly scratch: Sample = emptySample();
   private readonly scratch2: Sample = { ...this.scratch };
 
   private readonly clock: () => bigint;

@@ -1,6 +1,6 @@
 import { Backoff } from "../backoff.js";
 import { type Check, fail, OK } from "../measurement.js";
-import type { Sample, SampleRing } from "./ring.js";
+import { emptySample, type Sample, type SampleRing } from "./ring.js";
 
 /**
  * How long windows wait on a ring's sampler, and what is remembered when it does not answer
@@ -77,18 +77,7 @@ export class RingWaits<E> {
   private timer: NodeJS.Timeout | null = null;
   private stall: Stall | null = null;
   private readonly backoff = new Backoff(STALL_RETRY_BASE_MS, STALL_RETRY_MAX_MS);
-  private readonly scratch: Sample = {
-    t: 0,
-    energyMj: 0,
-    powerMw: 0,
-    integralMj: 0,
-    flags: 0,
-    error: 0,
-    faults: 0,
-    readNs: 0,
-    powerT: 0,
-    powerReadNs: 0,
-  };
+  private readonly scratch: Sample = emptySample();
 
   /** `now` is a monotonic clock in ms (performance.now); tests pass their own. */
   constructor(

@@ -24,6 +24,22 @@ export interface Sample {
   powerReadNs: number;
 }
 
+/** A sample of zeros: a scratch object for a ring's `read()` to fill. */
+export function emptySample(): Sample {
+  return {
+    t: 0,
+    energyMj: 0,
+    powerMw: 0,
+    integralMj: 0,
+    flags: 0,
+    error: 0,
+    faults: 0,
+    readNs: 0,
+    powerT: 0,
+    powerReadNs: 0,
+  };
+}
+
 /** Bits of Sample.flags (the same values as the addon's `flags`). */
 export const FLAG = Object.freeze({
   ENERGY_OK: 1,
