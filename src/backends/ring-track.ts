@@ -33,6 +33,8 @@ import {
  */
 
 const LINGER_MS = 5_000;
+/** How often a running counter's new samples are digested between edges (ms). */
+const DIGEST_MS = 25;
 
 export class RingTrack implements Track, TrackReadings {
   readonly backend: BackendName;
@@ -44,6 +46,7 @@ export class RingTrack implements Track, TrackReadings {
   private users = 0;
   private periodMs = Number.POSITIVE_INFINITY;
   private lingerTimer: NodeJS.Timeout | null = null;
+  private digestTimer: NodeJS.Timeout | null = null;
   private readonly waits: RingWaits<RingEdge>;
   private readonly scratch: Sample = emptySample();
   private readonly scratch2: Sample = { ...this.scratch };
@@ -89,6 +92,7 @@ export class RingTrack implements Track, TrackReadings {
         this.ring = opened.value;
         this.openReason = null;
         this.generation += 1;
+        this.startDigest();
       }
     } else if (periodMs < this.periodMs) {
       this.periodMs = periodMs;
@@ -114,7 +118,23 @@ export class RingTrack implements Track, TrackReadings {
     if (this.users > 0 || this.ring === null) return;
     this.ring = null;
     this.periodMs = Number.POSITIVE_INFINITY;
+    if (this.digestTimer !== null) clearInterval(this.digestTimer);
+    this.digestTimer = null;
     this.source.close();
+  }
+
+  /**
+   * Reads the fused counter's new samples now and then while the ring runs, so that the edges of
+   * a close() (windows closing together) do not first digest everything sampled since the window
+   * opened (the counter's steps checked against the power, its cadence fitted).
+   */
+  private startDigest(): void {
+    if (this.source.column !== "energy" || this.digestTimer !== null) return;
+    this.digestTimer = setInterval(() => {
+      const ring = this.ring;
+      if (ring !== null) this.fusionOf(ring)?.update();
+    }, DIGEST_MS);
+    this.digestTimer.unref();
   }
 
   ready(withinMs?: number): Promise<Check> {
