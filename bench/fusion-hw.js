@@ -13,17 +13,15 @@ const entry = fileURLToPath(new URL("fusion-hw.ts", import.meta.url));
 // Beside the package (not in /tmp): src/binding.ts finds the addon from its own location.
 const dir = mkdtempSync(join(fileURLToPath(new URL("..", import.meta.url)), ".fusion-hw-"));
 const outfile = join(dir, "fusion-hw.mjs");
-try {
-  await build({
-    entryPoints: [entry],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    outfile,
-    logLevel: "error",
-  });
-  await import(pathToFileURL(outfile).href);
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+// The check ends with process.exit(): remove the bundle on the way out, whichever way that is.
+process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+await build({
+  entryPoints: [entry],
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  outfile,
+  logLevel: "error",
+});
+await import(pathToFileURL(outfile).href);
