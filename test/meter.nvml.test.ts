@@ -32,11 +32,15 @@ function edges(m: MeterT) {
   return { open: e.open, close: e.close, marks: e.marks };
 }
 
-/** The accuracy bar: 1% of the truth plus one counter step at the highest power. */
+/**
+ * The accuracy bar: 1% of the truth plus one counter step at the highest power per edge. While the
+ * ring is young (before the counter has checked the power readings over its first steps) each edge
+ * is bounded by the counter alone, so it can be off by up to one step: two edges, two steps.
+ */
 const STEP_J = 400 * 0.01;
 const within = (got: number | null, truth: number) => {
   expect(got).not.toBeNull();
-  expect(Math.abs((got as number) - truth)).toBeLessThanOrEqual(Math.abs(truth) * 0.01 + STEP_J);
+  expect(Math.abs((got as number) - truth)).toBeLessThanOrEqual(Math.abs(truth) * 0.01 + 2 * STEP_J);
 };
 
 describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
@@ -62,16 +66,22 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
       const e = m.result({ tokens: 412 });
       const t = edges(m);
       expect(e.backend).toBe("nvml_counter");
-      expect(e.method).toBe("sampled");
+      expect(e.method, e.reason ?? "").toBe("sampled");
       within(e.joules, truthAbove(t.open, t.close));
       expect(e.seconds).toBeCloseTo(Number(t.close - t.open) / 1e9, 9);
       const [retrieve, generate] = t.marks;
-      within(e.stages.retrieve?.joules ?? null, truthAbove(t.open, retrieve?.tNs ?? 0n));
-      within(e.stages.generate?.joules ?? null, truthAbove(retrieve?.tNs ?? 0n, generate?.tNs ?? 0n));
-      // The error bar is honest: the truth lies inside it.
-      expect(Math.abs((e.joules as number) - truthAbove(t.open, t.close))).toBeLessThanOrEqual(
-        e.uncertaintyJoules as number,
-      );
+      const spans = [
+        [e, truthAbove(t.open, t.close)],
+        [e.stages.retrieve, truthAbove(t.open, retrieve?.tNs ?? 0n)],
+        [e.stages.generate, truthAbove(retrieve?.tNs ?? 0n, generate?.tNs ?? 0n)],
+      ] as const;
+      for (const [span, truth] of spans) {
+        within(span?.joules ?? null, truth);
+        // The error bar is honest: the truth lies inside it, for the window and each stage.
+        expect(Math.abs((span?.joules as number) - truth)).toBeLessThanOrEqual(
+          span?.uncertaintyJoules as number,
+        );
+      }
       expect(e.samples).toBeGreaterThan(3);
       // The gaps between the samples from the one before the window to the one after it cover the
       // window: the longest is at least its share. (How long it is depends on the scheduler, so
