@@ -262,6 +262,21 @@ export interface NativeSampler {
    */
   ledgerAppend(deltaWeight: number, deltaCount: number, idleW: number): number;
   /**
+   * Installs this reference's doorbell (replacing any earlier one): `callback` runs on this
+   * environment's thread after the sampling thread's next published tick following a wake(), once
+   * per wake however many were made in between. It never keeps the process alive (whoever waits
+   * holds a timer of its own), and is not called after release() or the environment's teardown.
+   * Throws a TypeError when `callback` is not a function.
+   */
+  doorbell(callback: () => void): void;
+  /**
+   * Arms the doorbell (it rings after the thread's next tick); with `read` true, also asks the
+   * thread for a read now, besides its period: it reads as soon as it can, but never sooner than
+   * 0.5 ms after its previous read began, so that however many windows ask, it reads at most 2,000
+   * times a second more than its period. Never calls NVML on this thread, never blocks.
+   */
+  wake(read?: boolean): void;
+  /**
    * Drop this reference, first appending the event that closes the windows it left open on the
    * ledger (see ledgerAppend). When the last reference in the process goes, the thread is told to
    * stop (it exits after the NVML call in progress, if any; release never waits for it) and is

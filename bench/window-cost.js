@@ -40,7 +40,14 @@ if (!argv.includes("--child")) {
   for (const latencyUs of latencies) {
     const child = spawnSync(
       process.execPath,
-      ["--expose-gc", fileURLToPath(import.meta.url), "--child", "--latency", String(latencyUs), ...(quick ? ["--quick"] : [])],
+      [
+        "--expose-gc",
+        fileURLToPath(import.meta.url),
+        "--child",
+        "--latency",
+        String(latencyUs),
+        ...(quick ? ["--quick"] : []),
+      ],
       { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 },
     );
     if (child.status !== 0) {

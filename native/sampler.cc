@@ -129,36 +129,45 @@ std::chrono::nanoseconds Sampler::PeriodLocked() const {
   return std::chrono::milliseconds(period_ms);
 }
 
+void Sampler::RequestRead() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    read_requested_ = true;
+  }
+  wake_.notify_all();
+}
+
+void Sampler::AddDoorbell(const std::shared_ptr<Doorbell>& doorbell) {
+  std::lock_guard<std::mutex> lock(doorbells_mutex_);
+  doorbells_.push_back(doorbell);
+}
+
+void Sampler::RemoveDoorbell(const std::shared_ptr<Doorbell>& doorbell) {
+  std::lock_guard<std::mutex> lock(doorbells_mutex_);
+  for (auto it = doorbells_.begin(); it != doorbells_.end(); ++it) {
+    if (*it == doorbell) {
+      doorbells_.erase(it);
+      return;
+    }
+  }
+}
+
+void Sampler::RingDoorbells() {
+  std::lock_guard<std::mutex> lock(doorbells_mutex_);
+  for (const auto& doorbell : doorbells_) {
+    doorbell->RingIfArmed();
+  }
+}
+
 void Sampler::Run() {
   NameThisThread(index_);
-  using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC
-  auto scheduled = Clock::now();
+  auto scheduled = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC
   while (!stop_.load(std::memory_order_acquire)) {
+    last_tick_ = std::chrono::steady_clock::now();
     Tick();
-    std::unique_lock<std::mutex> lock(mutex_);
-    // Sleep to an absolute deadline (no drift); a period change recomputes it, a stop ends it.
-    bool stopping = false;
-    for (;;) {
-      auto deadline = scheduled + PeriodLocked();
-      bool woken = wake_.wait_until(lock, deadline + Dither(head_, PeriodLocked()), [this] {
-        return stop_.load(std::memory_order_acquire) || period_changed_;
-      });
-      if (!woken) {
-        scheduled = deadline;
-        break;
-      }
-      if (stop_.load(std::memory_order_acquire)) {
-        stopping = true;
-        break;
-      }
-      period_changed_ = false;
-    }
-    if (stopping) {
+    RingDoorbells();
+    if (!WaitForTick(scheduled)) {
       break;
-    }
-    auto now = Clock::now();
-    if (now - scheduled > 2 * PeriodLocked()) {
-      scheduled = now;  // fell behind by more than the dither allows (slow NVML): skip, never burst
     }
   }
   ring_->BeginWrite();
@@ -169,6 +178,41 @@ void Sampler::Run() {
     finished_.store(true, std::memory_order_release);
   }
   wake_.notify_all();  // WaitFinished
+}
+
+bool Sampler::WaitForTick(std::chrono::steady_clock::time_point& scheduled) {
+  using Clock = std::chrono::steady_clock;
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto stopping = [this] { return stop_.load(std::memory_order_acquire); };
+  // Sleep to an absolute deadline (no drift); a period change recomputes it, a requested read
+  // comes first (the periodic grid stays where it was), a stop ends it.
+  for (;;) {
+    auto deadline = scheduled + PeriodLocked();
+    bool woken = wake_.wait_until(lock, deadline + Dither(head_, PeriodLocked()), [this] {
+      return stop_.load(std::memory_order_acquire) || period_changed_ || read_requested_;
+    });
+    if (!woken) {
+      scheduled = deadline;
+      break;
+    }
+    if (stopping()) {
+      return false;
+    }
+    if (read_requested_) {
+      auto earliest = last_tick_ + std::chrono::nanoseconds(kMinReadGapNs);
+      if (wake_.wait_until(lock, earliest, stopping)) {
+        return false;
+      }
+      read_requested_ = false;
+      return true;
+    }
+    period_changed_ = false;
+  }
+  auto now = Clock::now();
+  if (now - scheduled > 2 * PeriodLocked()) {
+    scheduled = now;  // fell behind by more than the dither allows (slow NVML): skip, never burst
+  }
+  return true;
 }
 
 /// What one tick read, and the first thing that went wrong while reading it.

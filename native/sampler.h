@@ -13,7 +13,9 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
+#include "doorbell.h"
 #include "ledger_log.h"
 #include "nvml_library.h"
 #include "ring.h"
@@ -68,6 +70,16 @@ class Sampler {
 
   static int ClampPeriodMs(double period_ms);
 
+  /// Any thread: asks for a read as soon as the thread can (never sooner than kMinReadGapNs after
+  /// the start of the tick before), besides the periodic ones; the armed doorbells ring after it.
+  void RequestRead();
+  /// A requested read waits at least this long after the previous tick started (ns): however many
+  /// windows close, the thread reads at most 2,000 times a second more than its period asks.
+  static constexpr int64_t kMinReadGapNs = 500'000;
+  /// Doorbells rung after every published tick when armed (see doorbell.h).
+  void AddDoorbell(const std::shared_ptr<Doorbell>& doorbell);
+  void RemoveDoorbell(const std::shared_ptr<Doorbell>& doorbell);
+
  private:
   enum class Support { kUnknown, kYes, kNo };
 
@@ -75,6 +87,9 @@ class Sampler {
   struct TickReads;
 
   void Run();
+  /// Waits for the next tick: the periodic deadline, a requested read, or a stop (false).
+  bool WaitForTick(std::chrono::steady_clock::time_point& scheduled);
+  void RingDoorbells();
   /// One sample: open the device, read the counter, read power, check the counter, integrate
   /// power, tally faults, publish into the ring. Each step below is one of these.
   void Tick();
@@ -112,10 +127,15 @@ class Sampler {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool period_changed_ = false;      // guarded by mutex_
+  bool read_requested_ = false;      // guarded by mutex_
   std::map<uint64_t, int> periods_;  // guarded by mutex_: reference id → period asked (ms)
   uint64_t next_id_ = 1;             // guarded by mutex_
 
+  std::mutex doorbells_mutex_;
+  std::vector<std::shared_ptr<Doorbell>> doorbells_;  // guarded by doorbells_mutex_
+
   // Owned by the thread.
+  std::chrono::steady_clock::time_point last_tick_;
   nvml::Device device_ = nullptr;
   bool have_device_ = false;
   Support energy_ = Support::kUnknown;

@@ -16,6 +16,25 @@ void SamplerLease::SetPeriod(int period_ms) {
   }
 }
 
+void SamplerLease::RequestRead() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (reference_) {
+    reference_->sampler->RequestRead();
+  }
+}
+
+void SamplerLease::SetDoorbell(std::shared_ptr<Doorbell> doorbell) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!reference_) {
+    return;
+  }
+  if (doorbell_) {
+    reference_->sampler->RemoveDoorbell(doorbell_);
+  }
+  doorbell_ = std::move(doorbell);
+  reference_->sampler->AddDoorbell(doorbell_);
+}
+
 int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double idle_w) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!reference_) {
@@ -44,14 +63,19 @@ void SamplerLease::Release() {
   std::optional<SamplerRegistry::Reference> reference;
   double weight_sum = 0;
   int64_t count_sum = 0;
+  std::shared_ptr<Doorbell> doorbell;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reference.swap(reference_);
     std::swap(weight_sum, weight_sum_);
     std::swap(count_sum, count_sum_);
+    doorbell.swap(doorbell_);
   }
   if (!reference) {
     return;
+  }
+  if (doorbell) {
+    reference->sampler->RemoveDoorbell(doorbell);
   }
   // The reference still holds the sampler, so its log is alive here whatever else is going away.
   if (count_sum != 0 || weight_sum != 0) {

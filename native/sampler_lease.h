@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 
+#include "doorbell.h"
 #include "ledger_log.h"
 #include "sampler_registry.h"
 
@@ -26,6 +28,10 @@ class SamplerLease {
   SamplerLease& operator=(SamplerLease&&) = delete;
 
   void SetPeriod(int period_ms);
+  /// Asks the thread for a read now (see Sampler::RequestRead); nothing once released.
+  void RequestRead();
+  /// Registers this lease's doorbell with the thread (one per lease; Release() removes it).
+  void SetDoorbell(std::shared_ptr<Doorbell> doorbell);
   /// Appends to the device's event log and keeps the sums of what this lease appended. Returns
   /// the sequence number, LedgerLog::kIdleConflict, or kReleased.
   int64_t LedgerAppend(double delta_weight, int delta_count, double idle_w);
@@ -39,6 +45,7 @@ class SamplerLease {
   std::optional<SamplerRegistry::Reference> reference_;  // guarded by mutex_
   double weight_sum_ = 0;                                // guarded by mutex_
   int64_t count_sum_ = 0;                                // guarded by mutex_
+  std::shared_ptr<Doorbell> doorbell_;                   // guarded by mutex_
 };
 
 }  // namespace giul

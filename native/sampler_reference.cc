@@ -31,6 +31,8 @@ Napi::Function SamplerReference::DefineClass(Napi::Env env) {
       env, "NativeSampler",
       {InstanceMethod<&SamplerReference::SetPeriod>("setPeriod"),
        InstanceMethod<&SamplerReference::LedgerAppend>("ledgerAppend"),
+       InstanceMethod<&SamplerReference::SetDoorbell>("doorbell"),
+       InstanceMethod<&SamplerReference::Wake>("wake"),
        InstanceMethod<&SamplerReference::Release>("release")});
 }
 
@@ -61,6 +63,59 @@ SamplerReference::~SamplerReference() {
   if (lease_) {
     lease_->Release();
   }
+  ReleaseDoorbell();
+}
+
+void SamplerReference::ReleaseDoorbell() {
+  if (doorbell_live_) {
+    doorbell_live_ = false;
+    doorbell_tsfn_.Release();
+  }
+  doorbell_.reset();
+}
+
+Napi::Value SamplerReference::SetDoorbell(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsFunction()) {
+    throw Napi::TypeError::New(env, "doorbell(callback): callback must be a function");
+  }
+  ReleaseDoorbell();
+  // The finaliser runs on this thread when the function is released or the environment is torn
+  // down; once it has detached the doorbell, the sampling thread never calls it again.
+  auto* holder = new std::shared_ptr<Doorbell>();
+  Napi::ThreadSafeFunction tsfn;
+  try {
+    tsfn = Napi::ThreadSafeFunction::New(
+        env, info[0].As<Napi::Function>(), "giul-doorbell", 0, 1,
+        [](Napi::Env, std::shared_ptr<Doorbell>* held) {
+          if (*held) {
+            (*held)->Detach();
+          }
+          delete held;
+        },
+        holder);
+  } catch (...) {
+    delete holder;
+    throw;
+  }
+  *holder = std::make_shared<Doorbell>(tsfn);
+  // The doorbell never holds the process open: whoever waits for it holds a timer of its own.
+  tsfn.Unref(env);
+  doorbell_ = *holder;
+  doorbell_tsfn_ = tsfn;
+  doorbell_live_ = true;
+  lease_->SetDoorbell(doorbell_);
+  return env.Undefined();
+}
+
+Napi::Value SamplerReference::Wake(const Napi::CallbackInfo& info) {
+  if (doorbell_) {
+    doorbell_->Arm();
+  }
+  if (info.Length() > 0 && info[0].ToBoolean().Value()) {
+    lease_->RequestRead();
+  }
+  return info.Env().Undefined();
 }
 
 Napi::Value SamplerReference::SetPeriod(const Napi::CallbackInfo& info) {
@@ -95,6 +150,7 @@ Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
 
 Napi::Value SamplerReference::Release(const Napi::CallbackInfo& info) {
   lease_->Release();
+  ReleaseDoorbell();
   return info.Env().Undefined();
 }
 

@@ -1,12 +1,13 @@
 // The JS object openSampler() returns (NativeSampler): buffer, ledger, epochNs, device,
-// setPeriod(), ledgerAppend(), release(). Its finaliser drops the reference if release() was never
-// called.
+// setPeriod(), ledgerAppend(), doorbell(), wake(), release(). Its finaliser drops the reference if
+// release() was never called.
 #pragma once
 
 #include <napi.h>
 
 #include <memory>
 
+#include "doorbell.h"
 #include "ledger_log.h"
 #include "ring.h"
 #include "sampler_lease.h"
@@ -33,8 +34,15 @@ class SamplerReference : public Napi::ObjectWrap<SamplerReference> {
   Napi::Value SetPeriod(const Napi::CallbackInfo& info);
   Napi::Value LedgerAppend(const Napi::CallbackInfo& info);
   Napi::Value Release(const Napi::CallbackInfo& info);
+  Napi::Value SetDoorbell(const Napi::CallbackInfo& info);
+  Napi::Value Wake(const Napi::CallbackInfo& info);
+  /// Lets go of the doorbell's thread-safe function (its finaliser detaches the doorbell).
+  void ReleaseDoorbell();
 
   std::shared_ptr<SamplerLease> lease_;
+  std::shared_ptr<Doorbell> doorbell_;
+  Napi::ThreadSafeFunction doorbell_tsfn_;
+  bool doorbell_live_ = false;
 };
 
 }  // namespace giul

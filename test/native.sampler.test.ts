@@ -394,6 +394,60 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
     await waitFor("the thread to stop", () => snapshot(a).state === 3 && b.samplerThreads() === 0);
   });
 
+  it("reads at once when woken with a read, and rings its doorbell once per wake after the sample", async () => {
+    sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
+    // A 1 s period: any sample within the next few hundred ms is a read asked for, not a tick.
+    const s = open(0, 1000);
+    await waitFor("the first sample", () => snapshot(s).head >= 1);
+    const rings: { head: number; tNs: bigint }[] = [];
+    s.doorbell(() => rings.push({ head: snapshot(s).head, tNs: process.hrtime.bigint() }));
+    const before = snapshot(s).head;
+    const asked = process.hrtime.bigint();
+    s.wake(true);
+    await waitFor("the doorbell", () => rings.length > 0, 500);
+    await new Promise((done) => setTimeout(done, 50));
+    const snap = snapshot(s);
+    expect(rings).toHaveLength(1);
+    // The ring came after a sample written after the wake: its stamp is later than the ask.
+    expect(rings[0]?.head).toBeGreaterThan(before);
+    const read = snap.samples.find((x) => x.k === before);
+    expect(read).toBeDefined();
+    expect(at(s, read?.t ?? 0) > asked).toBe(true);
+    expect(snap.head).toBe(before + 1);
+
+    // Armed without a read: it rings after the next sample, here the next periodic one.
+    s.wake(false);
+    await new Promise((done) => setTimeout(done, 100));
+    expect(rings).toHaveLength(1);
+    await waitFor("the periodic sample's ring", () => rings.length === 2, 3000);
+    expect(rings[1]?.head).toBeGreaterThan(before + 1);
+
+    // Reads asked in a burst are at least 0.5 ms apart, whatever the number of asks, and the
+    // doorbell rings at most once per sample.
+    const from = snapshot(s).head;
+    const rungBefore = rings.length;
+    for (let i = 0; i < 200; i++) {
+      s.wake(true);
+      if (i % 10 === 0) await new Promise((done) => setImmediate(done));
+    }
+    await new Promise((done) => setTimeout(done, 50));
+    const burst = snapshot(s).samples.filter((x) => x.k >= from);
+    expect(burst.length).toBeGreaterThan(0);
+    expect(burst.length).toBeLessThan(200);
+    for (const gap of intervalsMs(burst)) expect(gap).toBeGreaterThanOrEqual(0.45);
+    expect(rings.length - rungBefore).toBeGreaterThan(0);
+    expect(rings.length - rungBefore).toBeLessThanOrEqual(burst.length);
+
+    expect(() => s.doorbell("no" as unknown as () => void)).toThrow(TypeError);
+    s.release();
+    // After release the doorbell never rings, even when woken.
+    const rung = rings.length;
+    s.wake(true);
+    await new Promise((done) => setTimeout(done, 100));
+    expect(rings).toHaveLength(rung);
+    await waitFor("the thread to stop", () => b.samplerThreads() === 0);
+  });
+
   it("never blocks the JS thread on NVML: open, setPeriod and release with 20 ms calls", async () => {
     sc.update({ latencyUs: 20_000, devices: [{}, NO_COUNTER, NO_HANDLE] });
     const t0 = process.hrtime.bigint();

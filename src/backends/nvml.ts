@@ -134,6 +134,17 @@ class NvmlSource implements RingSource {
     this.sampler?.setPeriod(periodMs);
   }
 
+  doorbell(onSample: () => void): boolean {
+    const sampler = this.sampler;
+    if (sampler === null || typeof sampler.doorbell !== "function") return false;
+    sampler.doorbell(onSample);
+    return true;
+  }
+
+  wake(read: boolean): void {
+    this.sampler?.wake(read);
+  }
+
   close(): void {
     this.sampler?.release();
     this.sampler = null;

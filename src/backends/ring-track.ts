@@ -47,6 +47,8 @@ export class RingTrack implements Track, TrackReadings {
   private periodMs = Number.POSITIVE_INFINITY;
   private lingerTimer: NodeJS.Timeout | null = null;
   private digestTimer: NodeJS.Timeout | null = null;
+  /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
+  private doorbell = false;
   private readonly waits: RingWaits<RingEdge>;
   private readonly scratch: Sample = emptySample();
   private readonly scratch2: Sample = { ...this.scratch };
@@ -75,6 +77,11 @@ export class RingTrack implements Track, TrackReadings {
       // next update): that is not a stalled sampler.
       awaitingSample: (e) => e.kB < 0,
       fail: (e, reason) => failEdge(e, reason),
+      wake: (read) => {
+        if (!this.doorbell || this.ring === null) return false;
+        this.source.wake?.(read);
+        return true;
+      },
     });
   }
 
@@ -92,6 +99,7 @@ export class RingTrack implements Track, TrackReadings {
         this.ring = opened.value;
         this.openReason = null;
         this.generation += 1;
+        this.doorbell = this.source.doorbell?.(() => this.waits.onSample()) ?? false;
         this.startDigest();
       }
     } else if (periodMs < this.periodMs) {
@@ -117,6 +125,7 @@ export class RingTrack implements Track, TrackReadings {
     this.lingerTimer = null;
     if (this.users > 0 || this.ring === null) return;
     this.ring = null;
+    this.doorbell = false;
     this.periodMs = Number.POSITIVE_INFINITY;
     if (this.digestTimer !== null) clearInterval(this.digestTimer);
     this.digestTimer = null;

@@ -28,6 +28,8 @@ export const STALL_RETRY_BASE_MS = 5_000;
 export const STALL_RETRY_MAX_MS = 300_000;
 /** A wait cut shorter than this by the caller does not mark the sampler stalled (ms). */
 const STALL_MIN_WAIT_MS = 100;
+/** How often waits past their deadline (edges waiting for the counter's next update) are timed (ms). */
+const DEADLINE_RECHECK_MS = 50;
 /** Intervals between the last samples over which the period is observed. */
 const OBSERVED_INTERVALS = 8;
 
@@ -46,6 +48,12 @@ export interface WaitHooks<E> {
   awaitingSample?(edge: E): boolean;
   /** Gives up on a pending edge, with why. */
   fail(edge: E, reason: string): void;
+  /**
+   * Where the running ring has a doorbell (see RingSource.doorbell): arms it, and with `read` asks
+   * the sampler for a read now; true when it did (the waits are then told of each new sample by
+   * {@link RingWaits.onSample} and only time the deadlines), false to poll the ring on a timer.
+   */
+  wake?(read: boolean): boolean;
 }
 
 interface Stall {
@@ -75,6 +83,10 @@ export class RingWaits<E> {
   private settling: SettleWaiter<E>[] = [];
   private readying: ReadyWaiter[] = [];
   private timer: NodeJS.Timeout | null = null;
+  /** When the timer fires (performance.now ms). */
+  private timerAt = Number.POSITIVE_INFINITY;
+  /** A read was asked of the sampler and its doorbell has not rung since. */
+  private readAsked = false;
   private stall: Stall | null = null;
   private readonly backoff = new Backoff(STALL_RETRY_BASE_MS, STALL_RETRY_MAX_MS);
   private readonly scratch: Sample = emptySample();
@@ -112,7 +124,7 @@ export class RingWaits<E> {
     const limit = Math.max(0, withinMs ?? startupWaitMs(ring));
     return new Promise((done) => {
       this.readying.push({ since: now, deadline: now + limit, done });
-      this.schedule(ring);
+      this.schedule(ring, false);
     });
   }
 
@@ -131,8 +143,17 @@ export class RingWaits<E> {
     const now = this.now();
     return new Promise((done) => {
       this.settling.push({ edges, since: now, deadline: now + this.boundMs(ring), done });
-      this.schedule(ring);
+      this.schedule(ring, true);
     });
+  }
+
+  /**
+   * The ring's doorbell rang: a sample was written. Looks at the waits now (the sampler's thread
+   * asked for it, once per arming, so this is no busier than the samples).
+   */
+  onSample(): void {
+    this.readAsked = false;
+    if (this.settling.length > 0 || this.readying.length > 0) this.poll();
   }
 
   /** The longest a window waits for the sample after an edge now (ms). */
@@ -198,16 +219,51 @@ export class RingWaits<E> {
     this.settling = [];
   }
 
-  private schedule(ring: SampleRing | null): void {
+  /**
+   * Makes sure the waits are looked at again: on the ring's doorbell where it has one (asking for a
+   * read when an edge lacks the sample after it), with a timer only for the earliest deadline;
+   * else on a timer every half period.
+   */
+  private schedule(ring: SampleRing | null, read: boolean): void {
+    const wake = this.hooks.wake;
+    if (wake !== undefined && ring !== null) {
+      const asking = read && !this.readAsked;
+      if (wake(asking)) {
+        if (asking) this.readAsked = true;
+        this.armDeadline();
+        return;
+      }
+    }
     if (this.timer !== null) return;
     const period = ring ? ring.periodNs() / 1e6 : 10;
     const delay = Math.max(1, Math.min(20, Math.ceil(period / 2)));
+    this.setTimer(delay);
+  }
+
+  /** A timer at the earliest deadline of the waits (for a sampler that stops ringing). */
+  private armDeadline(): void {
+    const now = this.now();
+    let at = Number.POSITIVE_INFINITY;
+    for (const w of this.readying) at = Math.min(at, w.deadline);
+    for (const w of this.settling) at = Math.min(at, w.deadline);
+    // Past every deadline (edges waiting for the counter's next update): look now and then.
+    if (at <= now) at = now + DEADLINE_RECHECK_MS;
+    if (this.timer !== null && this.timerAt <= at) return;
+    this.setTimer(Math.max(1, Math.ceil(at - now)));
+  }
+
+  private setTimer(delayMs: number): void {
+    if (this.timer !== null) clearTimeout(this.timer);
     // Not unref'd: a caller awaiting close() must keep the process alive until it resolves.
-    this.timer = setTimeout(() => this.poll(), delay);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.timerAt = Number.POSITIVE_INFINITY;
+      this.poll();
+    }, delayMs);
+    this.timerAt = this.now() + delayMs;
   }
 
   private poll(): void {
-    this.timer = null;
     const ring = this.hooks.ring();
     const now = this.now();
     let stalled: string | null = null;
@@ -227,6 +283,9 @@ export class RingWaits<E> {
     }
     this.readying = readying;
     const settling: SettleWaiter<E>[] = [];
+    // An edge still without the sample after it asks for another read (the one asked may have
+    // begun before the edge was taken); one that has it waits for the next periodic sample.
+    let readMore = false;
     for (const w of this.settling) {
       let pending = false;
       let sampleless = false;
@@ -235,6 +294,7 @@ export class RingWaits<E> {
         pending = true;
         if (this.hooks.awaitingSample?.(e) ?? true) sampleless = true;
       }
+      if (sampleless) readMore = true;
       if (!pending) w.done();
       else if (now < w.deadline) settling.push(w);
       else if (!sampleless) {
@@ -254,7 +314,12 @@ export class RingWaits<E> {
     }
     this.settling = settling;
     if (stalled !== null) this.declareStall(ring, stalled);
-    if (this.settling.length > 0 || this.readying.length > 0) this.schedule(ring);
+    if (this.settling.length > 0 || this.readying.length > 0) this.schedule(ring, readMore);
+    else if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.timerAt = Number.POSITIVE_INFINITY;
+    }
   }
 }
 

@@ -90,4 +90,13 @@ export interface RingSource {
    * sampler's); null otherwise.
    */
   eventLog?(): EventLog | null;
+  /**
+   * Where the source has one (the native sampler), a doorbell: `onSample` runs after the sampler's
+   * next published sample following each {@link RingSource.wake}, so that a wait for a sample ends
+   * when it is written rather than when a timer next looks. Installed once per opened ring; false
+   * when the source has none.
+   */
+  doorbell?(onSample: () => void): boolean;
+  /** Arms the doorbell; with `read`, asks the sampler for a read now (an edge waits for it). */
+  wake?(read: boolean): void;
 }

@@ -1,0 +1,22 @@
+#include "doorbell.h"
+
+namespace giul {
+
+void Doorbell::RingIfArmed() {
+  if (!armed_.load(std::memory_order_acquire)) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!attached_ || !armed_.exchange(false, std::memory_order_acq_rel)) {
+    return;
+  }
+  // napi_closing while the environment is torn down: then nobody waits any more.
+  tsfn_.NonBlockingCall();
+}
+
+void Doorbell::Detach() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  attached_ = false;
+}
+
+}  // namespace giul
