@@ -8,7 +8,7 @@
 import { NullTrack, type Track } from "./backends/track.js";
 import type { BackendName } from "./measurement.js";
 import type { ResolvedNode } from "./node.js";
-import { type Selection, select } from "./select/index.js";
+import { type Selection, select, selectNow } from "./select/index.js";
 
 export interface OpenedTrack {
   readonly selection: Selection;
@@ -44,6 +44,19 @@ export async function openTrack(
   forced: BackendName | null,
   periodMs: number,
 ): Promise<OpenedTrack> {
+  // The card already probed and its track sampling: no promise to race, no timer.
+  const known = selectNow(node, forced);
+  if (known !== null && known.forcedUnavailable === undefined) {
+    const track = trackOf(known);
+    const now = track.readyNow?.() ?? null;
+    if (now !== null) {
+      track.retain(periodMs);
+      // Retaining may (re)start a sampler: then it has no sample yet, and the wait below is right.
+      const still = track.readyNow?.() ?? null;
+      if (still !== null) return { selection: known, track, notReady: still.ok ? null : still.reason };
+      track.release();
+    }
+  }
   const started = performance.now();
   const budget = node.timeoutMs;
   let timer: NodeJS.Timeout | undefined;

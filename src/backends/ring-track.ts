@@ -150,6 +150,10 @@ export class RingTrack implements Track, TrackReadings {
     return this.waits.ready(withinMs);
   }
 
+  readyNow(): Check | null {
+    return this.waits.readyNow();
+  }
+
   /** The longest a window waits now for the sample after an edge (ms; see ./ring-waits.ts). */
   waitBoundMs(): number {
     return this.waits.boundMs();

@@ -112,20 +112,28 @@ export class RingWaits<E> {
    * ring's start-up allowance).
    */
   ready(withinMs?: number): Promise<Check> {
-    const ring = this.hooks.ring();
-    if (ring === null) return Promise.resolve(fail(this.hooks.notRunning()));
-    const stalled = this.stalled();
-    if (ring.head() > 0) return Promise.resolve(stalled === null ? OK : fail(stalled));
-    const failure = ring.failure();
-    if (failure !== null) return Promise.resolve(fail(failure));
-    if (stalled !== null) return Promise.resolve(fail(stalled));
+    const now = this.readyNow();
+    if (now !== null) return Promise.resolve(now);
+    const ring = this.hooks.ring() as SampleRing;
     this.lookAgain();
-    const now = this.now();
+    const since = this.now();
     const limit = Math.max(0, withinMs ?? startupWaitMs(ring));
     return new Promise((done) => {
-      this.readying.push({ since: now, deadline: now + limit, done });
+      this.readying.push({ since, deadline: since + limit, done });
       this.schedule(ring, false);
     });
+  }
+
+  /** What ready() resolves with at once, or null when it would wait for the ring's first sample. */
+  readyNow(): Check | null {
+    const ring = this.hooks.ring();
+    if (ring === null) return fail(this.hooks.notRunning());
+    const stalled = this.stalled();
+    if (ring.head() > 0) return stalled === null ? OK : fail(stalled);
+    const failure = ring.failure();
+    if (failure !== null) return fail(failure);
+    if (stalled !== null) return fail(stalled);
+    return null;
   }
 
   /**

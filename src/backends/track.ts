@@ -24,6 +24,8 @@ export interface Track {
    * budget; without one, the track's own start-up allowance).
    */
   ready(withinMs?: number): Promise<Check>;
+  /** What ready() would resolve with at once, or null when it would wait (optional: a fast path). */
+  readyNow?(): Check | null;
   /** Takes an edge now. Never throws, never blocks. */
   edge(): Edge;
   /**
@@ -90,6 +92,10 @@ export class NullTrack implements Track {
 
   ready(): Promise<Check> {
     return Promise.resolve(this.failure);
+  }
+
+  readyNow(): Check {
+    return this.failure;
   }
 
   edge(): Edge {

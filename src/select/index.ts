@@ -47,6 +47,8 @@ interface CacheEntry {
   readonly simulation: number;
   /** Failed probes of this card in a row: 5 s, 10 s, … up to 5 min before the next. */
   readonly backoff: Backoff;
+  /** The selection once the probe has answered (what selectNow returns). */
+  settled: Selection | null;
 }
 
 const cache = new Map<string, CacheEntry>();
@@ -67,20 +69,16 @@ export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName
 
 /** The selection for a node: cached per card, so every window on a card shares one track. */
 export function select(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
-  const key = node.isLocal
-    ? `local:${node.gpuIndex}:${forced ?? ""}`
-    : `remote:${node.powerEndpoint ?? ""}:${node.timeoutMs}`;
-  const now = Date.now();
+  const key = cacheKey(node, forced);
   const hit = cache.get(key);
-  // A simulated card declared or withdrawn since (giul/testing) makes a local choice stale.
-  const fresh = !node.isLocal || hit?.simulation === simulationGeneration();
-  if (hit && fresh && (hit.retryAt === 0 || now < hit.retryAt)) return hit.selection;
+  if (hit !== undefined && usable(node, hit)) return hit.selection;
 
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
     retryAt: 0,
     simulation: simulationGeneration(),
     backoff: hit ? hit.backoff : new Backoff(5_000, 300_000),
+    settled: null,
   };
   const selection = probe(node, forced).then((sel) => {
     if (sel.track === null && sel.backend !== "none") {
@@ -90,11 +88,34 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
       entry.retryAt = Date.now() + entry.backoff.fail();
     }
     debug("node %s: backend %s%s", node.name, sel.backend, sel.reason ? ` (${sel.reason})` : "");
+    entry.settled = sel;
     return sel;
   });
   (entry as { selection: Promise<Selection> }).selection = selection;
   cache.set(key, entry);
   return selection;
+}
+
+/**
+ * The selection select() would resolve with, when it is already known (the card probed, nothing
+ * to look at again): lets a window open without a promise or a timer. Null otherwise.
+ */
+export function selectNow(node: ResolvedNode, forced: BackendName | null): Selection | null {
+  const hit = cache.get(cacheKey(node, forced));
+  return hit !== undefined && hit.settled !== null && usable(node, hit) ? hit.settled : null;
+}
+
+function cacheKey(node: ResolvedNode, forced: BackendName | null): string {
+  return node.isLocal
+    ? `local:${node.gpuIndex}:${forced ?? ""}`
+    : `remote:${node.powerEndpoint ?? ""}:${node.timeoutMs}`;
+}
+
+/** A cached selection still stands: not due for another probe, not made stale by a simulation. */
+function usable(node: ResolvedNode, hit: CacheEntry): boolean {
+  // A simulated card declared or withdrawn since (giul/testing) makes a local choice stale.
+  const fresh = !node.isLocal || hit.simulation === simulationGeneration();
+  return fresh && (hit.retryAt === 0 || Date.now() < hit.retryAt);
 }
 
 async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
