@@ -271,9 +271,10 @@ export interface NativeSampler {
   doorbell(callback: () => void): void;
   /**
    * Arms the doorbell (it rings after the thread's next tick); with `read` true, also asks the
-   * thread for a read now, besides its period: it reads as soon as it can, but never sooner than
-   * 0.5 ms after its previous read began, so that however many windows ask, it reads at most 2,000
-   * times a second more than its period. Never calls NVML on this thread, never blocks.
+   * thread for a read now: it reads as soon as it can, but never sooner than 0.5 ms after its
+   * previous read began (however many windows ask, at most 2,000 reads a second), and its next
+   * periodic read comes a period after this one (asked reads take the place of periodic ones rather
+   * than adding to them). Never calls NVML on this thread, never blocks.
    */
   wake(read?: boolean): void;
   /**

@@ -185,7 +185,7 @@ bool Sampler::WaitForTick(std::chrono::steady_clock::time_point& scheduled) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto stopping = [this] { return stop_.load(std::memory_order_acquire); };
   // Sleep to an absolute deadline (no drift); a period change recomputes it, a requested read
-  // comes first (the periodic grid stays where it was), a stop ends it.
+  // comes first (and the period counts from it), a stop ends it.
   for (;;) {
     auto deadline = scheduled + PeriodLocked();
     bool woken = wake_.wait_until(lock, deadline + Dither(head_, PeriodLocked()), [this] {
@@ -204,6 +204,9 @@ bool Sampler::WaitForTick(std::chrono::steady_clock::time_point& scheduled) {
         return false;
       }
       read_requested_ = false;
+      // The read asked for stands in for the periodic one: the next comes a period after it, so
+      // that windows asking for reads do not add them to the period's but take their place.
+      scheduled = Clock::now();
       return true;
     }
     period_changed_ = false;

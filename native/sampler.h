@@ -71,7 +71,8 @@ class Sampler {
   static int ClampPeriodMs(double period_ms);
 
   /// Any thread: asks for a read as soon as the thread can (never sooner than kMinReadGapNs after
-  /// the start of the tick before), besides the periodic ones; the armed doorbells ring after it.
+  /// the start of the tick before); the next periodic read comes a period after it. The armed
+  /// doorbells ring after it.
   void RequestRead();
   /// A requested read waits at least this long after the previous tick started (ns): however many
   /// windows close, the thread reads at most 2,000 times a second more than its period asks.
