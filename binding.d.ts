@@ -251,7 +251,9 @@ export interface NativeSampler {
    * stage (0, 0). idleW is read only for an open. Returns −1, appending nothing, when an open's
    * idleW differs from hIdleW while windows are open; −2, appending nothing, after release().
    * A close with no window open on the card is clamped (hOpen stays 0) and still appended.
-   * Never calls NVML; takes a lock shared only with other appends.
+   * Never calls NVML; takes a lock shared only with other appends. An appended event also asks the
+   * sampling thread for a read (as wake(true) does, without arming the doorbell), so that every edge has a sample right
+   * after it.
    *
    * This reference remembers the weight and count it appended; when it is dropped (release(), its
    * finaliser, its environment's teardown) with windows still open, one event closing them
@@ -271,8 +273,9 @@ export interface NativeSampler {
   doorbell(callback: () => void): void;
   /**
    * Arms the doorbell (it rings after the thread's next tick); with `read` true, also asks the
-   * thread for a read now: it reads as soon as it can, but never sooner than 0.5 ms after its
-   * previous read began (however many windows ask, at most 2,000 reads a second), and its next
+   * thread for a read now: it reads as soon as it can, but never sooner than an eighth of its
+   * period (0.5 to 2 ms) after its previous read began (however many windows ask, at most 8 reads
+   * per period), and its next
    * periodic read comes a period after this one (asked reads take the place of periodic ones rather
    * than adding to them). Never calls NVML on this thread, never blocks.
    */

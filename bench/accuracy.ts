@@ -31,7 +31,12 @@ const N = Number(arg("--windows", "10000"));
 const jsonOut = arg("--json", "");
 const IDLE_W = 60;
 /** The sampler as native/sampler.cc runs it now (golden-ratio offsets; "none" before). */
-const SAMPLER: SamplerModel = { periodMs: 10, dither: arg("--dither", "golden") as "golden" | "none" };
+const SAMPLER: SamplerModel = {
+  periodMs: 10,
+  dither: arg("--dither", "golden") as "golden" | "none",
+  // Each edge asks the sampler for a read (the doorbell); --no-edge-reads: periodic reads only.
+  readsAtEdges: !process.argv.includes("--no-edge-reads"),
+};
 
 interface Case {
   readonly name: string;

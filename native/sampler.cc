@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -129,6 +130,11 @@ std::chrono::nanoseconds Sampler::PeriodLocked() const {
   return std::chrono::milliseconds(period_ms);
 }
 
+std::chrono::nanoseconds Sampler::MinReadGap(std::chrono::nanoseconds period) {
+  return std::chrono::nanoseconds(
+      std::clamp<int64_t>(period.count() / 8, kMinReadGapNs, kMaxReadGapNs));
+}
+
 void Sampler::RequestRead() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -199,7 +205,7 @@ bool Sampler::WaitForTick(std::chrono::steady_clock::time_point& scheduled) {
       return false;
     }
     if (read_requested_) {
-      auto earliest = last_tick_ + std::chrono::nanoseconds(kMinReadGapNs);
+      auto earliest = last_tick_ + MinReadGap(PeriodLocked());
       if (wake_.wait_until(lock, earliest, stopping)) {
         return false;
       }

@@ -70,13 +70,16 @@ class Sampler {
 
   static int ClampPeriodMs(double period_ms);
 
-  /// Any thread: asks for a read as soon as the thread can (never sooner than kMinReadGapNs after
+  /// Any thread: asks for a read as soon as the thread can (never sooner than MinReadGap() after
   /// the start of the tick before); the next periodic read comes a period after it. The armed
   /// doorbells ring after it.
   void RequestRead();
-  /// A requested read waits at least this long after the previous tick started (ns): however many
-  /// windows close, the thread reads at most 2,000 times a second more than its period asks.
+  /// A requested read waits at least an eighth of the period after the previous tick started,
+  /// clamped to [kMinReadGapNs, kMaxReadGapNs]: however many windows open and close, the thread
+  /// reads at most 8 times per period (at most 2,000 times a second).
   static constexpr int64_t kMinReadGapNs = 500'000;
+  static constexpr int64_t kMaxReadGapNs = 2'000'000;
+  static std::chrono::nanoseconds MinReadGap(std::chrono::nanoseconds period);
   /// Doorbells rung after every published tick when armed (see doorbell.h).
   void AddDoorbell(const std::shared_ptr<Doorbell>& doorbell);
   void RemoveDoorbell(const std::shared_ptr<Doorbell>& doorbell);

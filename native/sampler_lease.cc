@@ -48,6 +48,8 @@ int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double 
   if (outcome.sequence < 0) {
     return outcome.sequence;
   }
+  // Every edge sits on a read: the thread reads right after it (see Sampler::RequestRead).
+  reference_->sampler->RequestRead();
   // A clamped close (none open on the card) changed nothing, so it is not this lease's to undo.
   if (outcome.count_delta == delta_count) {
     weight_sum_ += delta_weight;

@@ -25,7 +25,16 @@ export interface SamplerModel {
   readonly latencyUs?: number;
   /** Duration of each NVML call (µs; default 30). */
   readonly readUs?: number;
+  /**
+   * Each edge asks for a read, as the native sampler does now: the thread reads about 50 µs after
+   * the edge (never sooner than an eighth of its period, 0.5 to 2 ms, after its previous read
+   * began), and its period counts from that read. Default false (periodic reads only).
+   */
+  readonly readsAtEdges?: boolean;
 }
+
+/** How long after an edge the thread asked for a read starts it (ns). */
+const WAKE_NS = 50e3;
 
 const GOLDEN = 0.6180339887498949;
 const EPOCH = 1_000_000_000n;
@@ -46,8 +55,14 @@ export class SyntheticCard {
   private readonly dither: boolean;
   private readonly latencyNs: number;
   private readonly readNs: number;
-  /** Next tick to write. */
+  private readonly readsAtEdges: boolean;
+  /** Next tick to write, when it starts, and where the period counts from. */
   private k = 0;
+  private nextStart = 0;
+  private scheduled = 0;
+  /** A read asked for by an edge (start, ns from t0), or NaN. */
+  private asked = Number.NaN;
+  private lastStart = Number.NEGATIVE_INFINITY;
   /** Stamp of the newest sample written (ns from t0). */
   private lastT = Number.NEGATIVE_INFINITY;
   private now = EPOCH;
@@ -58,6 +73,8 @@ export class SyntheticCard {
     this.dither = (sampler.dither ?? "none") === "golden";
     this.latencyNs = (sampler.latencyUs ?? 200) * 1e3;
     this.readNs = (sampler.readUs ?? 30) * 1e3;
+    this.readsAtEdges = sampler.readsAtEdges ?? false;
+    this.nextStart = this.periodicStart(0);
     this.ring = new JsRing({ epochNs: EPOCH, periodNs: this.periodNs, capacity: 16384 });
     const counter = device.counter ?? true;
     const source: RingSource = {
@@ -73,28 +90,51 @@ export class SyntheticCard {
     this.track.retain(this.periodNs / 1e6);
   }
 
-  /** When tick k starts (ns from t0). */
-  private tickStart(k: number): number {
-    const grid = k * this.periodNs;
+  /** When periodic tick k starts (ns from t0), the period counted from `scheduled`. */
+  private periodicStart(k: number): number {
+    const grid = k === 0 ? 0 : this.scheduled + this.periodNs;
     const dither = this.dither ? ((k * GOLDEN) % 1) * this.periodNs : 0;
     return grid + dither + hash01(k, 1) * this.latencyNs;
   }
 
-  /** When tick k has written its sample (ns from t0). */
-  private tickEnd(k: number): number {
-    return this.tickStart(k) + 2 * this.readNs;
+  /** The least gap between the start of a read and of a read asked for after it (ns). */
+  private minReadGapNs(): number {
+    return Math.min(2e6, Math.max(0.5e6, this.periodNs / 8));
+  }
+
+  /** When the next tick starts: a read asked for when it comes first, else the periodic one. */
+  private upcoming(): number {
+    return Number.isNaN(this.asked) ? this.nextStart : Math.min(this.asked, this.nextStart);
+  }
+
+  /** Writes the next tick and schedules the one after (as native/sampler.cc Run does). */
+  private tick(): number {
+    const start = this.upcoming();
+    const askedRead = !Number.isNaN(this.asked) && this.asked <= this.nextStart;
+    this.writeTick(this.k, start);
+    this.k += 1;
+    this.lastStart = start;
+    if (askedRead) {
+      this.asked = Number.NaN;
+      this.scheduled = start;
+    } else {
+      this.scheduled = this.k === 1 ? 0 : this.scheduled + this.periodNs;
+      // A read still asked for comes at least the least gap after this one.
+      if (!Number.isNaN(this.asked)) this.asked = Math.max(this.asked, start + this.minReadGapNs());
+    }
+    this.nextStart = this.periodicStart(this.k);
+    return start + 2 * this.readNs;
   }
 
   /** Writes every sample written by `relNs` (ns from t0). */
   advanceTo(relNs: number): void {
-    while (this.tickEnd(this.k) <= relNs) this.writeTick(this.k++);
+    while (this.upcoming() + 2 * this.readNs <= relNs) this.tick();
     this.now = EPOCH + BigInt(Math.round(relNs));
   }
 
   /** Writes the next sample, whenever it comes. */
   advanceOne(): void {
-    const end = this.tickEnd(this.k);
-    this.writeTick(this.k++);
+    const end = this.tick();
     const endNs = EPOCH + BigInt(Math.round(end));
     if (endNs > this.now) this.now = endNs;
   }
@@ -106,11 +146,10 @@ export class SyntheticCard {
 
   /** ns from t0 at which the next sample will have been written. */
   nextSampleAt(): number {
-    return this.tickEnd(this.k);
+    return this.upcoming() + 2 * this.readNs;
   }
 
-  private writeTick(k: number): void {
-    const start = this.tickStart(k);
+  private writeTick(k: number, start: number): void {
     const r = this.readNs;
     this.lastT = start + r / 2;
     // Each value belongs to some instant inside its call.
@@ -130,7 +169,12 @@ export class SyntheticCard {
   /** Takes an edge at `relNs` (ns from t0), after writing every sample written by then. */
   edgeAt(relNs: number): Edge {
     this.advanceTo(relNs);
-    return this.track.edge();
+    const edge = this.track.edge();
+    if (this.readsAtEdges && Number.isNaN(this.asked)) {
+      // A read in progress may have begun before the edge: the one asked for begins after it.
+      this.asked = Math.max(relNs + WAKE_NS, this.lastStart + this.minReadGapNs());
+    }
+    return edge;
   }
 
   /** ns from t0 of an edge. */
