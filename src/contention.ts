@@ -207,3 +207,47 @@ export function watcherFor(reader: CardReader, intervalMs: number): ProcessWatch
   }
   return w;
 }
+
+/** Who contended a window's card: the tenants seen, or why that could not be checked. */
+export interface WindowContention {
+  readonly contendedBy: readonly ContendingProcess[] | null;
+  readonly unchecked: string | null;
+}
+
+/**
+ * Tenants of a window's card at its two edges (and, when `watching`, in between), from `watcher`'s
+ * snapshots (`atOpen`: the one taken for the opening edge, if any). Never rejects.
+ */
+export async function contentionOver(
+  node: ResolvedNode,
+  watcher: ProcessWatcher,
+  atOpen: Promise<ProcessRead> | null,
+  watching: boolean,
+  openNs: bigint,
+  closeNs: bigint,
+): Promise<WindowContention> {
+  try {
+    const [opened, closed] = await Promise.all([atOpen ?? watcher.after(openNs), watcher.after(closeNs)]);
+    const seen = watching ? watcher.seenBetween(openNs, closeNs) : [];
+    if (watching) watcher.unwatch();
+    const byPid = new Map<number, ContendingProcess>();
+    const unreadable: string[] = [];
+    for (const [label, read] of [
+      ["opening edge", opened],
+      ...seen.map((r) => ["window", r] as const),
+      ["closing edge", closed],
+    ] as const) {
+      if (!read.ok) {
+        if (label !== "window") unreadable.push(`at the ${label}: ${read.reason}`);
+        continue;
+      }
+      for (const t of tenantsOf(node, read.processes)) if (!byPid.has(t.pid)) byPid.set(t.pid, t);
+    }
+    return {
+      contendedBy: [...byPid.values()],
+      unchecked: unreadable.length > 0 ? `contention could not be checked ${unreadable.join("; ")}` : null,
+    };
+  } catch (error) {
+    return { contendedBy: null, unchecked: `contention could not be checked: ${String(error)}` };
+  }
+}

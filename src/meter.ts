@@ -1,5 +1,5 @@
 import { type Edge, NullTrack, type Track } from "./backends/track.js";
-import { type ProcessWatcher, tenantsOf, watcherFor } from "./contention.js";
+import { contentionOver, type ProcessWatcher, watcherFor } from "./contention.js";
 import { debug } from "./debug.js";
 import {
   announceClose,
@@ -11,116 +11,32 @@ import {
   windowCloseChannel,
   windowOpenChannel,
 } from "./diagnostics.js";
-import {
-  type Attribution,
-  aboveIdle,
-  type ChargeContext,
-  type Concurrency,
-  charge,
-  type Energy,
-  type ShareMeasurement,
-} from "./energy.js";
+import { type Attribution, type ChargeContext, charge, type Energy } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
+import { type BackendName, type ContendingProcess, fail, type ProcessRead } from "./measurement.js";
+import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./meter-measure.js";
 import {
-  type BackendName,
-  type ContendingProcess,
-  fail,
-  type ProcessRead,
-  type SpanMeasurement,
-} from "./measurement.js";
+  checkOptions,
+  checkTokens,
+  checkWeight,
+  type MarkOptions,
+  METER_OPTIONS,
+  type MeasureOptions,
+  type MeterOptions,
+  optionError,
+  type ResultOptions,
+  resolveMeterOptions,
+  TOKEN_OPTIONS,
+} from "./meter-options.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { openTrack } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
-import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
+import { describeValue } from "./validate.js";
 
-/** Options of {@link Meter.forNode}. */
-export interface MeterOptions {
-  /**
-   * Joules per 1,000 tokens to estimate from when a window cannot be measured. Without it (or
-   * without a token count) an unmeasurable window is `unknown`.
-   */
-  readonly joulesPer1kHint?: number | null;
-  /**
-   * Awaited before the closing edge is taken: synchronise the GPU here when the work is local
-   * (the energy counter only counts work the card has finished). An HTTP upstream needs none.
-   */
-  readonly sync?: (() => unknown) | null;
-  /** Sampling period in ms, 1..1000. Default 10. The card's sampler runs at the shortest asked. */
-  readonly periodMs?: number;
-  /**
-   * On a node with `servingMatch`, also look for tenants during the window (at the node's
-   * `contentionIntervalMs`, shared with every window on the card), not only at its two edges.
-   */
-  readonly watchContention?: boolean;
-  /**
-   * How the card is charged when other windows of this process are open on it at the same time.
-   * `"shared"` (the default): at every instant the card's energy above idle is split among the
-   * open windows in proportion to their weights, so the shares add up to the card. `"exclusive"`:
-   * the whole card above idle over the window (giul 0.2's figure, for fleet comparisons); a window
-   * that overlapped another is then witnessed, not measured.
-   */
-  readonly attribution?: Attribution;
-  /**
-   * This window's weight in the split (finite, > 0; default 1): e.g. tokens in flight or KV-cache
-   * blocks held. Change it while the window is open with {@link Meter.setWeight}.
-   */
-  readonly weight?: number;
-  /**
-   * How long close() waits for `sync` (ms; default 60,000). Past it the closing edge is taken
-   * anyway, the window says why, and close() resolves: a hook that never settles cannot hold the
-   * request.
-   */
-  readonly syncTimeoutMs?: number;
-}
-
-const METER_OPTIONS: readonly (keyof MeterOptions)[] = [
-  "joulesPer1kHint",
-  "sync",
-  "periodMs",
-  "watchContention",
-  "attribution",
-  "weight",
-  "syncTimeoutMs",
-];
-const TOKEN_OPTIONS: readonly string[] = ["tokens"];
-
-export interface MarkOptions {
-  /** Tokens produced in this stage, so that it can be estimated if it cannot be measured. */
-  readonly tokens?: number | null;
-}
-
-export interface ResultOptions {
-  /** Tokens the answer produced (for the estimate and for joules per 1k tokens). */
-  readonly tokens?: number | null;
-}
-
-export interface MeasureOptions<T> {
-  /** Tokens the answer produced, or a function of fn's value that says. */
-  readonly tokens?: number | null | ((value: T) => number | null | undefined);
-}
+export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter-options.js";
 
 type State = "new" | "opening" | "open" | "closing" | "closed";
-
-interface StageMark {
-  readonly name: string;
-  /** Index of the mark's event in the window's ledger entries. */
-  readonly index: number;
-  readonly tokens: number | null;
-  readonly concurrency: Concurrency;
-}
-
-/** What one span (the window, or a stage) measured, before the rules. */
-interface SpanOutcome {
-  readonly measurement: SpanMeasurement | ShareMeasurement;
-  readonly seconds: number;
-  readonly concurrency: Concurrency | null;
-}
-
-interface Outcome {
-  readonly total: SpanOutcome;
-  readonly stages: readonly (SpanOutcome & { readonly name: string; readonly tokens: number | null })[];
-}
 
 declare global {
   interface SymbolConstructor {
@@ -145,45 +61,7 @@ const resolvedNodes = new WeakMap<Node, ResolvedNode>();
  */
 const abandoned = new FinalizationRegistry<() => void>((release) => release());
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
-const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
 const TIMED_OUT: unique symbol = Symbol("timed out");
-
-function optionError(field: string, message: string): GiulError {
-  return new GiulError("INVALID_OPTION", `${field}: ${message}`, { field });
-}
-
-function checkTokens(field: string, tokens: unknown): number | null {
-  if (tokens === undefined || tokens === null) return null;
-  if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 0) {
-    throw optionError(field, `expected a whole number of tokens ≥ 0, got ${describeValue(tokens)}`);
-  }
-  return tokens;
-}
-
-/**
- * The options object of a call (`undefined` and `null` are no options): an object whose keys are
- * all known, else a GiulError naming the key and the one meant.
- */
-function checkOptions<T extends object>(
-  what: string,
-  options: unknown,
-  known: readonly string[],
-): Partial<T> {
-  if (options === undefined || options === null) return {};
-  if (typeof options !== "object" || Array.isArray(options)) {
-    throw optionError(what, `expected an object, got ${describeValue(options)}`);
-  }
-  const unknown = firstUnknownKey(options, known);
-  if (unknown !== null) throw optionError(unknown, unknownKey(unknown, known));
-  return options as Partial<T>;
-}
-
-function checkWeight(field: string, weight: unknown): number {
-  if (typeof weight !== "number" || !Number.isFinite(weight) || weight <= 0) {
-    throw optionError(field, `expected a finite number > 0, got ${describeValue(weight)}`);
-  }
-  return weight;
-}
 
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
@@ -231,48 +109,15 @@ export class Meter {
 
   private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
-    const hint = options.joulesPer1kHint ?? null;
-    if (hint !== null && (typeof hint !== "number" || !Number.isFinite(hint) || hint < 0)) {
-      throw optionError(
-        "joulesPer1kHint",
-        `expected a finite number ≥ 0 (J per 1,000 tokens), got ${describeValue(hint)}`,
-      );
-    }
-    this.hint = hint;
-    const sync = options.sync ?? null;
-    if (sync !== null && typeof sync !== "function") {
-      throw optionError("sync", `expected a function (sync or async), got ${describeValue(sync)}`);
-    }
-    this.sync = sync;
-    const periodMs = options.periodMs ?? 10;
-    if (typeof periodMs !== "number" || !Number.isInteger(periodMs) || periodMs < 1 || periodMs > 1000) {
-      throw optionError("periodMs", `expected an integer from 1 to 1000, got ${describeValue(periodMs)}`);
-    }
-    this.periodMs = periodMs;
-    const watch = options.watchContention ?? false;
-    if (typeof watch !== "boolean")
-      throw optionError("watchContention", `expected a boolean, got ${describeValue(watch)}`);
-    this.watchContention = watch;
-    const syncTimeoutMs = options.syncTimeoutMs ?? 60_000;
-    if (
-      typeof syncTimeoutMs !== "number" ||
-      !Number.isFinite(syncTimeoutMs) ||
-      syncTimeoutMs < 1 ||
-      syncTimeoutMs > 86_400_000
-    ) {
-      throw optionError(
-        "syncTimeoutMs",
-        `expected a number of ms from 1 to 86400000, got ${describeValue(syncTimeoutMs)}`,
-      );
-    }
-    this.syncTimeoutMs = syncTimeoutMs;
-    const attribution = options.attribution ?? "shared";
-    if (!ATTRIBUTIONS.includes(attribution)) {
-      throw optionError("attribution", `expected "shared" or "exclusive", got ${describeValue(attribution)}`);
-    }
-    this.attribution = attribution;
-    this.initialWeight = options.weight === undefined ? 1 : checkWeight("weight", options.weight);
-    this.currentWeight = this.initialWeight;
+    const o = resolveMeterOptions(options);
+    this.hint = o.hint;
+    this.sync = o.sync;
+    this.periodMs = o.periodMs;
+    this.watchContention = o.watchContention;
+    this.syncTimeoutMs = o.syncTimeoutMs;
+    this.attribution = o.attribution;
+    this.initialWeight = o.weight;
+    this.currentWeight = o.weight;
     this.forced = forced;
   }
 
@@ -496,7 +341,18 @@ export class Meter {
     try {
       await ledger.settleThrough(closeEvent);
       if (contention) await contention;
-      this.outcome = this.measureAll(concurrency);
+      this.outcome = measureWindow(
+        {
+          track,
+          ledger,
+          entries,
+          idleW: this.node.idleW,
+          attribution: this.attribution,
+          failure: this.syncFailure ?? this.notReady,
+        },
+        this.marks,
+        concurrency,
+      );
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
       this.outcome = {
@@ -513,80 +369,16 @@ export class Meter {
 
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
   private async checkContention(watcher: ProcessWatcher, openEdge: Edge, closeEdge: Edge): Promise<void> {
-    try {
-      const [atOpen, atClose] = await Promise.all([
-        this.openSnapshot ?? watcher.after(openEdge.tNs),
-        watcher.after(closeEdge.tNs),
-      ]);
-      const seen = this.watchContention ? watcher.seenBetween(openEdge.tNs, closeEdge.tNs) : [];
-      if (this.watchContention) watcher.unwatch();
-      const byPid = new Map<number, ContendingProcess>();
-      const unreadable: string[] = [];
-      for (const [label, read] of [
-        ["opening edge", atOpen],
-        ...seen.map((r) => ["window", r] as const),
-        ["closing edge", atClose],
-      ] as const) {
-        if (!read.ok) {
-          if (label !== "window") unreadable.push(`at the ${label}: ${read.reason}`);
-          continue;
-        }
-        for (const t of tenantsOf(this.node, read.processes)) if (!byPid.has(t.pid)) byPid.set(t.pid, t);
-      }
-      this.contendedBy = [...byPid.values()];
-      if (unreadable.length > 0) {
-        this.contentionUnchecked = `contention could not be checked ${unreadable.join("; ")}`;
-      }
-    } catch (error) {
-      this.contentionUnchecked = `contention could not be checked: ${String(error)}`;
-    }
-  }
-
-  /** What the track and the ledger measured over the window and each stage. No rule applied here. */
-  private measureAll(concurrency: Concurrency): Outcome {
-    const entries = this.entries as LedgerWindow;
-    const last = entries.events.length - 1;
-    const stages: Outcome["stages"][number][] = [];
-    let from = 0;
-    for (const mark of this.marks) {
-      stages.push({
-        name: mark.name,
-        tokens: mark.tokens,
-        ...this.measureSpan(from, mark.index, mark.concurrency),
-      });
-      from = mark.index;
-    }
-    // The total is measured over the whole window, never summed from stages.
-    return { total: this.measureSpan(0, last, concurrency), stages };
-  }
-
-  /** One span between two of the window's ledger events: the card over it, and this window's share. */
-  private measureSpan(fromIndex: number, toIndex: number, concurrency: Concurrency): SpanOutcome {
-    const entries = this.entries as LedgerWindow;
-    const from = (entries.events[fromIndex] as LedgerEvent).edge;
-    const to = (entries.events[toIndex] as LedgerEvent).edge;
-    const secs = seconds(from, to);
-    const failure = this.syncFailure ?? this.notReady;
-    if (failure !== null) return { measurement: fail(failure), seconds: secs, concurrency };
-    const card = (this.track as Track).span(from, to);
-    if (!card.ok || this.attribution === "exclusive")
-      return { measurement: card, seconds: secs, concurrency };
-    const share = (this.ledger as CardLedger).share(entries, fromIndex, toIndex);
-    if (!share.ok) return { measurement: share, seconds: secs, concurrency };
-    return {
-      measurement: {
-        ok: true,
-        share: true,
-        aboveJoules: share.aboveJoules,
-        cardAboveJoules: aboveIdle(card.grossJoules, this.node.idleW, secs),
-        uncertaintyJoules: share.uncertaintyJoules,
-        samples: card.samples,
-        maxGapMs: card.maxGapMs,
-        caveat: card.caveat,
-      },
-      seconds: secs,
-      concurrency,
-    };
+    const seen = await contentionOver(
+      this.node,
+      watcher,
+      this.openSnapshot,
+      this.watchContention,
+      openEdge.tNs,
+      closeEdge.tNs,
+    );
+    this.contendedBy = seen.contendedBy;
+    if (seen.unchecked !== null) this.contentionUnchecked = seen.unchecked;
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */

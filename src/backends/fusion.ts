@@ -36,6 +36,7 @@ import {
   type SensorModel,
 } from "./power-model.js";
 import { emptySample, FLAG, type Sample, type SampleRing } from "./ring.js";
+import { SensorEnergyMemo } from "./sensor-energy.js";
 import { anchorAfter, anchorBefore, anchorBound, stepGain } from "./uncertainty.js";
 
 /** What a ring's power readings are. */
@@ -57,9 +58,6 @@ export type FusedValue =
   /** Not yet bounded: a later sample (a counter update, a power change) will bound it. */
   | { readonly ok: false; readonly pending: true }
   | { readonly ok: false; readonly pending: false; readonly reason: string };
-
-/** Entries of the memo of sensor energies between readings. */
-const MEMO = 512;
 
 /** Names of the bases, for reports. */
 const BASIS_NAMES: Readonly<Record<Basis, string>> = {
@@ -136,19 +134,14 @@ export class CounterFusion {
   /** Which reading of the power sensor the counter supports (power-model.ts). */
   private readonly judge: SensorJudge;
   private readonly bounds = { lo: 0, hi: 0 };
-  /**
-   * Sensor energy between two readings, memoized while the ring's head is memoHead: a direct-mapped
-   * table of MEMO entries keyed by (first reading, count, model).
-   */
-  private readonly memoKey = new Float64Array(MEMO).fill(-1);
-  private readonly memoLo = new Float64Array(MEMO);
-  private readonly memoHi = new Float64Array(MEMO);
-  private memoHead = -1;
+  /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
+  private readonly memo: SensorEnergyMemo;
 
   constructor(ring: SampleRing, kind: PowerKind) {
     this.ring = ring;
     this.usePower = kind === "instant";
     this.power = new PowerReadings(ring.capacity);
+    this.memo = new SensorEnergyMemo(this.power);
     this.judge = new SensorJudge(this.power);
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
   }
@@ -369,45 +362,9 @@ export class CounterFusion {
     return end === "lo" ? this.bounds.lo : this.bounds.hi;
   }
 
-  /**
-   * energyBounds over (x, y) into this.bounds, the part between the first and the last reading
-   * inside it memoized until the next sample: edges between the same two reads (a thousand windows
-   * closing together) share it, and only the two partial intervals at the ends are computed each.
-   */
+  /** energyBounds over (x, y) into this.bounds (memoized, ./sensor-energy.ts). */
   private sensorEnergy(x: number, y: number, model: SensorModel): void {
-    const p = this.power;
-    if (p.head !== this.memoHead) {
-      this.memoKey.fill(-1);
-      this.memoHead = p.head;
-    }
-    let i = p.indexAtOrBefore(x);
-    if (i < 0 || p.atOf(i) < x) i += 1;
-    const j = p.indexAtOrBefore(y);
-    if (i < Math.max(0, p.head - p.capacity) || j < i + 1) {
-      energyBounds(p, x, y, model, this.bounds);
-      return;
-    }
-    const key = (i * 4 + model) * 1e6 + (j - i);
-    const slot = ((i * 31 + (j - i) * 7 + model) >>> 0) % MEMO;
-    let lo: number;
-    let hi: number;
-    if (this.memoKey[slot] === key) {
-      lo = this.memoLo[slot] as number;
-      hi = this.memoHi[slot] as number;
-    } else {
-      energyBounds(p, p.atOf(i), p.atOf(j), model, this.bounds);
-      lo = this.bounds.lo;
-      hi = this.bounds.hi;
-      this.memoKey[slot] = key;
-      this.memoLo[slot] = lo;
-      this.memoHi[slot] = hi;
-    }
-    energyBounds(p, x, p.atOf(i), model, this.bounds);
-    lo += this.bounds.lo;
-    hi += this.bounds.hi;
-    energyBounds(p, p.atOf(j), y, model, this.bounds);
-    this.bounds.lo += lo;
-    this.bounds.hi += hi;
+    this.memo.energy(x, y, model, this.bounds);
   }
 
   private seg(n: number): number {
