@@ -14,6 +14,11 @@ void Doorbell::RingIfArmed() {
   tsfn_.NonBlockingCall();
 }
 
+bool Doorbell::detached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !attached_;
+}
+
 void Doorbell::Detach() {
   std::lock_guard<std::mutex> lock(mutex_);
   attached_ = false;

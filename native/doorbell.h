@@ -24,6 +24,9 @@ class Doorbell {
   bool armed() const { return armed_.load(std::memory_order_acquire); }
   /// JS thread (the thread-safe function's finaliser): no ring may start after this returns.
   void Detach();
+  /// Whether the thread-safe function was finalised (released, or closed with its environment):
+  /// it must not be released again then, it is gone.
+  bool detached();
 
  private:
   std::mutex mutex_;

@@ -67,10 +67,13 @@ SamplerReference::~SamplerReference() {
 }
 
 void SamplerReference::ReleaseDoorbell() {
-  if (doorbell_live_) {
-    doorbell_live_ = false;
+  // An environment torn down closes its thread-safe functions (their finalisers run) before the
+  // objects still alive are finalised: one already finalised is freed and is not released again.
+  // Both run on this environment's thread, so the check cannot race the finaliser.
+  if (doorbell_live_ && doorbell_ && !doorbell_->detached()) {
     doorbell_tsfn_.Release();
   }
+  doorbell_live_ = false;
   doorbell_.reset();
 }
 

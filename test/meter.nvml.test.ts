@@ -233,7 +233,16 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
       const t = edges(m);
       // The whole card over the window's own edges, as an exclusive window measures it.
       const card = truthAbove(t.open, t.close);
-      if (e.method !== "sampled") console.log(e.reason);
+      if (e.method !== "sampled")
+        console.log(
+          e.reason,
+          "; bar",
+          e.uncertaintyJoules,
+          "; truth share",
+          truth.shares[i],
+          "; concurrency",
+          e.concurrency,
+        );
       expect(e.method).toBe("sampled");
       expect(e.attribution).toBe("shared");
       within(e.cardJoules, card);

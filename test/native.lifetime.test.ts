@@ -69,6 +69,9 @@ const { parentPort, workerData } = require("node:worker_threads");
 const b = require(workerData.addon);
 b.nvmlInit().then((info) => {
   const s = b.openSampler(0, 5);
+  // A doorbell armed: the environment's teardown must close it without a crash or a late call.
+  s.doorbell(() => {});
+  s.wake(true);
   parentPort.postMessage({ init: info.ok, ok: s.ok, threads: b.samplerThreads(), epoch: String(s.epochNs) });
   parentPort.on("message", () => { s.release(); parentPort.postMessage({ released: true }); });
 });
@@ -203,6 +206,12 @@ describe.skipIf(!haveDoubles())("native sampler lifetimes (test double)", () => 
         b.nvmlInit().then(() => {
           const a = b.openSampler(0, 1);
           const c = b.openSampler(1, 1000);
+          // Doorbells installed and armed: the exit closes them (their finalisers run) before the
+          // samplers' objects are finalised, which must not release them again.
+          a.doorbell(() => {});
+          c.doorbell(() => {});
+          a.wake(true);
+          c.wake(false);
           globalThis.keep = [a, c];
           setTimeout(() => {
             console.log("threads", b.samplerThreads());
@@ -284,6 +293,34 @@ describe.skipIf(!haveDoubles())("native sampler lifetimes (test double)", () => 
     expect(ran.stderr).toBe("");
     expect(ran.status).toBe(0);
     expect(ran.stdout.trim()).toBe("done");
+  });
+
+  it("exits with code 0 after 20 workers with armed doorbells end on their own, unreleased", () => {
+    const ran = runChild(`
+      const { Worker } = require("node:worker_threads");
+      const body = ${JSON.stringify(`
+        const { parentPort, workerData } = require("node:worker_threads");
+        const b = require(workerData.addon);
+        b.nvmlInit().then(() => {
+          const s = b.openSampler(0, 1);
+          let rings = 0;
+          s.doorbell(() => { rings += 1; s.wake(true); });
+          s.wake(true);
+          setTimeout(() => parentPort.postMessage(rings), 30);
+        });
+      `)};
+      let done = 0;
+      let rang = 0;
+      for (let i = 0; i < 20; i++) {
+        const w = new Worker(body, { eval: true, workerData: { addon: process.env.TEST_ADDON } });
+        w.once("message", (n) => { rang += n > 0 ? 1 : 0; });
+        w.once("exit", () => { if (++done === 20) console.log("rang", rang); });
+      }
+    `);
+    expect(ran.signal).toBeNull();
+    expect(ran.stderr).toBe("");
+    expect(ran.stdout.trim()).toBe("rang 20");
+    expect(ran.status).toBe(0);
   });
 
   it("exits with code 0 when process.exit() comes while a worker holds a sampler", () => {

@@ -87,10 +87,7 @@ export class RingTrack implements Track, TrackReadings {
 
   retain(periodMs: number): void {
     this.users += 1;
-    if (this.lingerTimer) {
-      clearTimeout(this.lingerTimer);
-      this.lingerTimer = null;
-    }
+    // A linger timer still set finds the track in use when it fires, and leaves it running.
     if (this.ring === null) {
       this.periodMs = periodMs;
       const opened = this.source.open(periodMs);
@@ -116,9 +113,13 @@ export class RingTrack implements Track, TrackReadings {
       this.openReason = null;
       return;
     }
-    // Keep the sampler a while: at thousands of requests a second windows follow each other.
-    this.lingerTimer = setTimeout(() => this.shut(), LINGER_MS);
-    this.lingerTimer.unref();
+    // Keep the sampler a while: at thousands of requests a second windows follow each other. One
+    // timer, pushed back at each release rather than made anew for each window.
+    if (this.lingerTimer !== null) this.lingerTimer.refresh();
+    else {
+      this.lingerTimer = setTimeout(() => this.shut(), LINGER_MS);
+      this.lingerTimer.unref();
+    }
   }
 
   private shut(): void {
