@@ -273,8 +273,8 @@ export interface NativeSampler {
   doorbell(callback: () => void): void;
   /**
    * Arms the doorbell (it rings after the thread's next tick); with `read` true, also asks the
-   * thread for a read now: it reads as soon as it can, but never sooner than an eighth of its
-   * period (0.5 to 2 ms) after its previous read began (however many windows ask, at most 8 reads
+   * thread for a read now: it reads as soon as it can, but never sooner than a quarter of its
+   * period (0.5 to 2.5 ms) after its previous read began (however many windows ask, at most 4 reads
    * per period), and its next
    * periodic read comes a period after this one (asked reads take the place of periodic ones rather
    * than adding to them). Never calls NVML on this thread, never blocks.

@@ -136,9 +136,15 @@ std::chrono::nanoseconds Sampler::MinReadGap(std::chrono::nanoseconds period) {
 }
 
 void Sampler::RequestRead() {
+  // Asked already and not begun: that read comes after this edge too. (The thread clears the flag
+  // just before the read begins, so a true seen here is a read still to begin.) No lock, no wake:
+  // a crowd of windows costs one wake-up per read, not one per edge.
+  if (read_requested_.load(std::memory_order_acquire)) {
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    read_requested_ = true;
+    read_requested_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
 }
@@ -195,7 +201,8 @@ bool Sampler::WaitForTick(std::chrono::steady_clock::time_point& scheduled) {
   for (;;) {
     auto deadline = scheduled + PeriodLocked();
     bool woken = wake_.wait_until(lock, deadline + Dither(head_, PeriodLocked()), [this] {
-      return stop_.load(std::memory_order_acquire) || period_changed_ || read_requested_;
+      return stop_.load(std::memory_order_acquire) || period_changed_ ||
+             read_requested_.load(std::memory_order_acquire);
     });
     if (!woken) {
       scheduled = deadline;
@@ -204,12 +211,12 @@ bool Sampler::WaitForTick(std::chrono::steady_clock::time_point& scheduled) {
     if (stopping()) {
       return false;
     }
-    if (read_requested_) {
+    if (read_requested_.load(std::memory_order_acquire)) {
       auto earliest = last_tick_ + MinReadGap(PeriodLocked());
       if (wake_.wait_until(lock, earliest, stopping)) {
         return false;
       }
-      read_requested_ = false;
+      read_requested_.store(false, std::memory_order_release);
       // The read asked for stands in for the periodic one: the next comes a period after it, so
       // that windows asking for reads do not add them to the period's but take their place.
       scheduled = Clock::now();

@@ -74,11 +74,11 @@ class Sampler {
   /// the start of the tick before); the next periodic read comes a period after it. The armed
   /// doorbells ring after it.
   void RequestRead();
-  /// A requested read waits at least an eighth of the period after the previous tick started,
+  /// A requested read waits at least a quarter of the period after the previous tick started,
   /// clamped to [kMinReadGapNs, kMaxReadGapNs]: however many windows open and close, the thread
-  /// reads at most 8 times per period (at most 2,000 times a second).
+  /// reads at most 4 times per period (at most 2,000 times a second).
   static constexpr int64_t kMinReadGapNs = 500'000;
-  static constexpr int64_t kMaxReadGapNs = 2'000'000;
+  static constexpr int64_t kMaxReadGapNs = 2'500'000;
   static std::chrono::nanoseconds MinReadGap(std::chrono::nanoseconds period);
   /// Doorbells rung after every published tick when armed (see doorbell.h).
   void AddDoorbell(const std::shared_ptr<Doorbell>& doorbell);
@@ -130,8 +130,10 @@ class Sampler {
   std::atomic<int64_t> tick_started_ns_{0};  // CLOCK_MONOTONIC when the tick in progress began
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool period_changed_ = false;      // guarded by mutex_
-  bool read_requested_ = false;      // guarded by mutex_
+  bool period_changed_ = false;  // guarded by mutex_
+  // Set under mutex_ (so that the thread's wait cannot miss it), read without it by RequestRead:
+  // a read already asked for and not yet begun serves every edge taken before it begins.
+  std::atomic<bool> read_requested_{false};
   std::map<uint64_t, int> periods_;  // guarded by mutex_: reference id → period asked (ms)
   uint64_t next_id_ = 1;             // guarded by mutex_
 

@@ -120,7 +120,7 @@ export class RingWaits<E> {
     const limit = Math.max(0, withinMs ?? startupWaitMs(ring));
     return new Promise((done) => {
       this.readying.push({ since, deadline: since + limit, done });
-      this.schedule(ring, false);
+      this.schedule(ring, false, since + limit);
     });
   }
 
@@ -150,8 +150,9 @@ export class RingWaits<E> {
     const ring = this.hooks.ring();
     const now = this.now();
     return new Promise((done) => {
-      this.settling.push({ edges, since: now, deadline: now + this.boundMs(ring), done });
-      this.schedule(ring, true);
+      const deadline = now + this.boundMs(ring);
+      this.settling.push({ edges, since: now, deadline, done });
+      this.schedule(ring, true, deadline);
     });
   }
 
@@ -232,13 +233,13 @@ export class RingWaits<E> {
    * read when an edge lacks the sample after it), with a timer only for the earliest deadline;
    * else on a timer every half period.
    */
-  private schedule(ring: SampleRing | null, read: boolean): void {
+  private schedule(ring: SampleRing | null, read: boolean, added = Number.NEGATIVE_INFINITY): void {
     const wake = this.hooks.wake;
     if (wake !== undefined && ring !== null) {
       const asking = read && !this.readAsked;
       if (wake(asking)) {
         if (asking) this.readAsked = true;
-        this.armDeadline();
+        this.armDeadline(added);
         return;
       }
     }
@@ -248,9 +249,15 @@ export class RingWaits<E> {
     this.setTimer(delay);
   }
 
-  /** A timer at the earliest deadline of the waits (for a sampler that stops ringing). */
-  private armDeadline(): void {
+  /**
+   * A timer at the earliest deadline of the waits (for a sampler that stops ringing). `added`: the
+   * deadline of a wait just added (−∞: look at every wait).
+   */
+  private armDeadline(added: number): void {
     const now = this.now();
+    // A timer already set at or before the new wait's deadline fires first and looks again: a
+    // crowd of closes costs O(1) each, not a walk of every wait.
+    if (this.timer !== null && this.timerAt <= added) return;
     let at = Number.POSITIVE_INFINITY;
     for (const w of this.readying) at = Math.min(at, w.deadline);
     for (const w of this.settling) at = Math.min(at, w.deadline);

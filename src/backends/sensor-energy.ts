@@ -13,18 +13,14 @@ export class SensorEnergyMemo {
   private readonly memoKey = new Float64Array(MEMO).fill(-1);
   private readonly memoLo = new Float64Array(MEMO);
   private readonly memoHi = new Float64Array(MEMO);
-  /** The readings' head the memo holds for. */
-  private memoHead = -1;
+  /** The readings' head each entry was computed at: an entry holds only until the next reading. */
+  private readonly memoHead = new Float64Array(MEMO).fill(-1);
 
   constructor(private readonly power: PowerReadings) {}
 
   /** Bounds on the sensor's energy over (x, y) under `model` into `out` (mJ, before any gain). */
   energy(x: number, y: number, model: SensorModel, out: { lo: number; hi: number }): void {
     const p = this.power;
-    if (p.head !== this.memoHead) {
-      this.memoKey.fill(-1);
-      this.memoHead = p.head;
-    }
     let i = p.indexAtOrBefore(x);
     if (i < 0 || p.atOf(i) < x) i += 1;
     const j = p.indexAtOrBefore(y);
@@ -36,7 +32,7 @@ export class SensorEnergyMemo {
     const slot = ((i * 31 + (j - i) * 7 + model) >>> 0) % MEMO;
     let lo: number;
     let hi: number;
-    if (this.memoKey[slot] === key) {
+    if (this.memoKey[slot] === key && this.memoHead[slot] === p.head) {
       lo = this.memoLo[slot] as number;
       hi = this.memoHi[slot] as number;
     } else {
@@ -44,6 +40,7 @@ export class SensorEnergyMemo {
       lo = out.lo;
       hi = out.hi;
       this.memoKey[slot] = key;
+      this.memoHead[slot] = p.head;
       this.memoLo[slot] = lo;
       this.memoHi[slot] = hi;
     }

@@ -27,7 +27,7 @@ export interface SamplerModel {
   readonly readUs?: number;
   /**
    * Each edge asks for a read, as the native sampler does now: the thread reads about 50 µs after
-   * the edge (never sooner than an eighth of its period, 0.5 to 2 ms, after its previous read
+   * the edge (never sooner than a quarter of its period, 0.5 to 2.5 ms, after its previous read
    * began), and its period counts from that read. Default false (periodic reads only).
    */
   readonly readsAtEdges?: boolean;
@@ -99,7 +99,7 @@ export class SyntheticCard {
 
   /** The least gap between the start of a read and of a read asked for after it (ns). */
   private minReadGapNs(): number {
-    return Math.min(2e6, Math.max(0.5e6, this.periodNs / 8));
+    return Math.min(2.5e6, Math.max(0.5e6, this.periodNs / 4));
   }
 
   /** When the next tick starts: a read asked for when it comes first, else the periodic one. */
