@@ -14,7 +14,7 @@ namespace giul {
 
 class Doorbell {
  public:
-  explicit Doorbell(Napi::ThreadSafeFunction tsfn) : tsfn_(tsfn), attached_(true) {}
+  explicit Doorbell(Napi::ThreadSafeFunction tsfn) : tsfn_(tsfn) {}
 
   /// JS thread: ring once after the next published tick.
   void Arm() { armed_.store(true, std::memory_order_release); }
@@ -31,7 +31,7 @@ class Doorbell {
  private:
   std::mutex mutex_;
   Napi::ThreadSafeFunction tsfn_;  // guarded by mutex_
-  bool attached_;                  // guarded by mutex_
+  bool attached_ = true;           // guarded by mutex_
   std::atomic<bool> armed_{false};
 };
 

@@ -1,3 +1,4 @@
+import { debug } from "../debug.js";
 import { type BackendName, type Check, OK, type SpanMeasurement } from "../measurement.js";
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
@@ -96,7 +97,7 @@ export class RingTrack implements Track, TrackReadings {
         this.ring = opened.value;
         this.openReason = null;
         this.generation += 1;
-        this.doorbell = this.source.doorbell?.(() => this.waits.onSample()) ?? false;
+        this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
         this.startDigest();
       }
     } else if (periodMs < this.periodMs) {
@@ -131,6 +132,15 @@ export class RingTrack implements Track, TrackReadings {
     if (this.digestTimer !== null) clearInterval(this.digestTimer);
     this.digestTimer = null;
     this.source.close();
+  }
+
+  /** The doorbell rang. Nothing thrown here may reach the addon's callback (an uncaught error). */
+  private onSample(): void {
+    try {
+      this.waits.onSample();
+    } catch (error) {
+      debug("the doorbell's look at the waits failed: %s", String(error));
+    }
   }
 
   /**
