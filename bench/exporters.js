@@ -11,11 +11,12 @@
 //   [--quick] [--no-otel]; GIUL_BENCH_DIST=/other/checkout/dist measures another build (with
 //   --no-otel for one without giul/otel), to compare the no-subscriber cost before and after.
 // Prints a Markdown section for bench/RESULTS.md.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -23,15 +24,7 @@ const withOtel = !process.argv.includes("--no-otel");
 const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
 
 const dir = mkdtempSync(join(tmpdir(), "giul-bench-exporters-"));
-const scenario = join(dir, "scenario.txt");
-const pts = [];
-for (let t = 0; t < 3_600_000; t += 50)
-  pts.push(`${t} ${t % 100 === 0 ? 300 : 400}`, `${t + 49.9} ${t % 100 === 0 ? 300 : 400}`);
-writeFileSync(
-  scenario,
-  `t0_ns ${process.hrtime.bigint()}\ndevice 0 counter_step_ms=10\npower 0 ${pts.join(" ")}\n`,
-);
-process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
+squareWaveScenario(dir);
 process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
 
 const { Meter } = await import(pathToFileURL(join(dist, "index.js")).href);

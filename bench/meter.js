@@ -8,11 +8,12 @@
 // Prints a Markdown section for bench/RESULTS.md. Numbers are for the double, whose NVML calls
 // cost almost nothing: on a real card add the driver's own cost to the sampler CPU.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -21,16 +22,8 @@ const real = process.argv.includes("--real");
 
 // The scenario: a card drawing 300 W with a 100 W swing every 50 ms.
 const dir = mkdtempSync(join(tmpdir(), "giul-bench-"));
-const scenario = join(dir, "scenario.txt");
-const pts = [];
-for (let t = 0; t < 3_600_000; t += 50)
-  pts.push(`${t} ${t % 100 === 0 ? 300 : 400}`, `${t + 49.9} ${t % 100 === 0 ? 300 : 400}`);
 if (!real) {
-  writeFileSync(
-    scenario,
-    `t0_ns ${process.hrtime.bigint()}\ndevice 0 counter_step_ms=10\npower 0 ${pts.join(" ")}\n`,
-  );
-  process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
+  squareWaveScenario(dir);
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
 }
 

@@ -11,11 +11,12 @@
 // Usage: npm run build:ts && node bench/window-cost.js [--quick] [--latency 0,100,1000]
 // Prints a Markdown section for bench/RESULTS.md. Each latency runs in a process of its own.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const argv = process.argv.slice(2);
@@ -103,15 +104,7 @@ if (!argv.includes("--child")) {
 // ---- child: one latency ---------------------------------------------------------------------------
 const latencyUs = Number(arg("--latency", "0"));
 const dir = mkdtempSync(join(tmpdir(), "giul-window-cost-"));
-const scenario = join(dir, "scenario.txt");
-const pts = [];
-for (let t = 0; t < 3_600_000; t += 50)
-  pts.push(`${t} ${t % 100 === 0 ? 300 : 400}`, `${t + 49.9} ${t % 100 === 0 ? 300 : 400}`);
-writeFileSync(
-  scenario,
-  `t0_ns ${process.hrtime.bigint()}\n${latencyUs > 0 ? `latency_us ${latencyUs}\n` : ""}device 0 counter_step_ms=10 power_mode=instant\npower 0 ${pts.join(" ")}\n`,
-);
-process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
+squareWaveScenario(dir, { device: "power_mode=instant", latencyUs });
 process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
 
 const { Meter } = await import(join(root, "dist", "index.js"));

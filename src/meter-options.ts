@@ -4,7 +4,7 @@
  */
 import type { Attribution } from "./energy.js";
 import { GiulError } from "./errors.js";
-import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
+import { describeValue, firstUnknownKey, isFiniteIn, unknownKey } from "./validate.js";
 
 /** Options of {@link Meter.forNode}. */
 export interface MeterOptions {
@@ -143,12 +143,7 @@ export function resolveMeterOptions(options: Partial<MeterOptions>): ResolvedMet
   if (typeof watch !== "boolean")
     throw optionError("watchContention", `expected a boolean, got ${describeValue(watch)}`);
   const syncTimeoutMs = options.syncTimeoutMs ?? 60_000;
-  if (
-    typeof syncTimeoutMs !== "number" ||
-    !Number.isFinite(syncTimeoutMs) ||
-    syncTimeoutMs < 1 ||
-    syncTimeoutMs > 86_400_000
-  ) {
+  if (!isFiniteIn(syncTimeoutMs, 1, 86_400_000)) {
     throw optionError(
       "syncTimeoutMs",
       `expected a number of ms from 1 to 86400000, got ${describeValue(syncTimeoutMs)}`,

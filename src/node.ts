@@ -1,5 +1,5 @@
 import { GiulError } from "./errors.js";
-import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
+import { describeValue, firstUnknownKey, isFiniteIn, unknownKey } from "./validate.js";
 
 /**
  * A node: one GPU that requests are charged against, and what the caller knows about it.
@@ -163,12 +163,7 @@ export function resolveNode(node: Node): ResolvedNode {
     );
   }
   const contentionIntervalMs = raw.contentionIntervalMs ?? 100;
-  if (
-    typeof contentionIntervalMs !== "number" ||
-    !Number.isFinite(contentionIntervalMs) ||
-    contentionIntervalMs < 1 ||
-    contentionIntervalMs > 60_000
-  ) {
+  if (!isFiniteIn(contentionIntervalMs, 1, 60_000)) {
     throw invalid(
       "contentionIntervalMs",
       `expected a number of ms from 1 to 60000, got ${describe(contentionIntervalMs)}`,

@@ -92,3 +92,8 @@ export function firstUnknownKey(value: object, known: readonly string[]): string
   for (const key of Object.keys(value)) if (!known.includes(key)) return key;
   return null;
 }
+
+/** A finite number from `lo` to `hi` (both included). */
+export function isFiniteIn(value: unknown, lo: number, hi: number): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= lo && value <= hi;
+}
