@@ -18,7 +18,11 @@ export interface MeterOptions {
    * (the energy counter only counts work the card has finished). An HTTP upstream needs none.
    */
   readonly sync?: (() => unknown) | null;
-  /** Sampling period in ms, 1..1000. Default 10. The card's sampler runs at the shortest asked. */
+  /**
+   * Sampling period in ms, 1..1000. Default 10. The card's sampler runs at the shortest asked.
+   * Besides its period it reads right after each window's edge (on the native backends), at most
+   * 4 times per period: a longer period costs fewer reads in a crowd of windows.
+   */
   readonly periodMs?: number;
   /**
    * On a node with `servingMatch`, also look for tenants during the window (at the node's
