@@ -1,10 +1,9 @@
 // One device's sampling thread: reads the energy counter and power on a fixed period and right
 // after windows' edges when asked, stamps each tick with CLOCK_MONOTONIC, integrates power, flags
 // faults, writes the ring, and rings the doorbells of those waiting (sampler.cc: when it reads;
-// sampler_tick.cc: what a read does). Shared by every
-// reference to the device in the process (see SamplerRegistry), which owns its lifetime. Beside the
-// ring it holds the device's event log (LedgerLog), which any thread appends to and the sampling
-// thread never touches.
+// sampler_tick.cc: what a read does). Shared by every reference to the device in the process (see
+// SamplerRegistry), which owns its lifetime. Beside the ring it holds the device's event log
+// (LedgerLog), which any thread appends to and the sampling thread never touches.
 #pragma once
 
 #include <atomic>
