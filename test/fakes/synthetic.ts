@@ -109,7 +109,8 @@ export class SyntheticCard {
 
   /** Writes the next tick and schedules the one after (as native/sampler.cc Run does). */
   private tick(): number {
-    const start = this.upcoming();
+    // A thread cannot begin a read before its previous one ended.
+    const start = Math.max(this.upcoming(), this.lastStart + 2 * this.readNs);
     const askedRead = !Number.isNaN(this.asked) && this.asked <= this.nextStart;
     this.writeTick(this.k, start);
     this.k += 1;
