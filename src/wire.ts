@@ -17,7 +17,8 @@
  *
  * `GET /energy` is what a remote meter asks at each window edge: the cumulative energy at the
  * instant the request arrived, interpolated between the samples around it (the agent waits for the
- * next sample, about one period), with what the meter needs to bound its error. See
+ * sample after it: on the native sampler a read it asks for, well under a period), with what the
+ * meter needs to bound its error. See
  * {@link EnergyWire}. An unreadable card answers 503 with `{ error }`.
  *
  * Unreadable values are `null`, never 0.
