@@ -16,7 +16,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { squareWaveScenario } from "./lib.js";
+import { benchRequest, median, pct, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -45,23 +45,9 @@ const reader = new Reader();
 const meterProvider = new MeterProvider({ readers: [reader] });
 
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const pct = (xs, p) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
-
-/** One request: optionally in an active span, optionally metered (open, 2 marks, close, result). */
-async function requestBody(withMeter, i) {
-  const m = withMeter ? await Meter.forNode(node, { joulesPer1kHint: 4000 }).open() : null;
-  await sleep(5 + (i % 20));
-  m?.mark("retrieve");
-  await sleep(5);
-  m?.mark("generate");
-  if (m) {
-    await m.close();
-    m.result({ tokens: 100 });
-  }
-}
+/** One request, metered (open, 2 marks, close, result) or bare. */
+const requestBody = (withMeter, i) =>
+  benchRequest(withMeter ? () => Meter.forNode(node, { joulesPer1kHint: 4000 }) : null, i);
 
 /**
  * The main thread's CPU time so far (ns), from /proc/self/task/<pid>/schedstat: what the event

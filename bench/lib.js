@@ -1,5 +1,5 @@
-// What the benchmarks share: the test double's square-wave card, and running a TypeScript entry
-// without a loader.
+// What the benchmarks share: the test double's square-wave card, the request they meter, their
+// quantiles, and running a TypeScript entry without a loader.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -44,4 +44,32 @@ export async function runBundled(entry, beside) {
     logLevel: "error",
   });
   await import(pathToFileURL(outfile).href);
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The p-th percentile of xs (the sorted value at floor(n × p / 100)); NaN when empty. */
+export function pct(xs, p) {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
+}
+
+export const median = (xs) => pct(xs, 50);
+
+/**
+ * One request as the benchmarks run it: 5–24 ms of work, a mark, 5 ms, a mark, then close and
+ * result. `meter` makes the request's Meter (then opened first), or is null for the same request
+ * bare.
+ */
+export async function benchRequest(meter, i) {
+  const m = meter === null ? null : await meter().open();
+  await sleep(5 + (i % 20));
+  m?.mark("retrieve");
+  await sleep(5);
+  m?.mark("generate");
+  if (m) {
+    await m.close();
+    m.result({ tokens: 100 });
+  }
 }

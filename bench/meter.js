@@ -13,7 +13,7 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { squareWaveScenario } from "./lib.js";
+import { benchRequest, median, pct, sleep, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -29,31 +29,14 @@ if (!real) {
 
 const { Meter } = await import(join(root, "dist", "index.js"));
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-};
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
-};
 
 // ---- 1. event-loop time per window ------------------------------------------------------------
 async function round(withMeter, n, attribution = "shared") {
   const before = performance.eventLoopUtilization();
   await Promise.all(
-    Array.from({ length: n }, async (_, i) => {
-      const m = withMeter ? await Meter.forNode(node, { joulesPer1kHint: 4000, attribution }).open() : null;
-      await sleep(5 + (i % 20));
-      m?.mark("retrieve");
-      await sleep(5);
-      m?.mark("generate");
-      if (m) {
-        await m.close();
-        m.result({ tokens: 100 });
-      }
-    }),
+    Array.from({ length: n }, (_, i) =>
+      benchRequest(withMeter ? () => Meter.forNode(node, { joulesPer1kHint: 4000, attribution }) : null, i),
+    ),
   );
   return performance.eventLoopUtilization(before).active;
 }

@@ -16,7 +16,7 @@ import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { squareWaveScenario } from "./lib.js";
+import { median, pct, sleep, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const argv = process.argv.slice(2);
@@ -25,14 +25,6 @@ const arg = (name, fallback) => {
   const i = argv.indexOf(name);
   return i >= 0 ? argv[i + 1] : fallback;
 };
-
-const median = (xs) => pct(xs, 50);
-function pct(xs, p) {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 if (!argv.includes("--child")) {
   // ---- parent: one child per latency, then the report ------------------------------------------
