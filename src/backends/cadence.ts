@@ -107,11 +107,25 @@ export class CounterCadence {
 
   /** Change i's update instant, narrowed by the lattice where one is consistent. */
   instant(i: number): Instant {
-    const own = { lo: this.lo[i] as number, hi: this.hi[i] as number };
-    if (!Number.isFinite(this.sLo)) return own;
+    const out = { lo: 0, hi: 0 };
+    this.instantInto(i, out);
+    return out;
+  }
+
+  /** {@link instant} into `out` (the edge's path allocates nothing). */
+  instantInto(i: number, out: { lo: number; hi: number }): void {
+    const ownLo = this.lo[i] as number;
+    const ownHi = this.hi[i] as number;
+    out.lo = ownLo;
+    out.hi = ownHi;
+    if (!Number.isFinite(this.sLo)) return;
     const to = Math.min(this.lo.length - 1, i + SIDE);
     const key = this.version * 64 + (to - i);
-    if (this.cacheKey[i] === key) return { lo: this.cacheLo[i] as number, hi: this.cacheHi[i] as number };
+    if (this.cacheKey[i] === key) {
+      out.lo = this.cacheLo[i] as number;
+      out.hi = this.cacheHi[i] as number;
+      return;
+    }
     const from = Math.max(0, i - SIDE);
     const mi = this.m[i] as number;
     let lower = Number.NEGATIVE_INFINITY;
@@ -126,16 +140,18 @@ export class CounterCadence {
       if (l > lower) lower = l;
       if (u < upper) upper = u;
     }
-    let out = own;
     if (lower <= upper) {
       const margin = Math.max(MARGIN_MIN_NS, MARGIN_SHARE * this.width);
-      out = { lo: Math.max(own.lo, lower - margin), hi: Math.min(own.hi, upper + margin) };
-      if (!(out.lo <= out.hi)) out = own;
+      const lo = Math.max(ownLo, lower - margin);
+      const hi = Math.min(ownHi, upper + margin);
+      if (lo <= hi) {
+        out.lo = lo;
+        out.hi = hi;
+      }
     }
     this.cacheKey[i] = key;
     this.cacheLo[i] = out.lo;
     this.cacheHi[i] = out.hi;
-    return out;
   }
 
   /** Drops the oldest changes (the first `n`); indices shift down by n. */

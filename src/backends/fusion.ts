@@ -37,7 +37,19 @@ import {
 } from "./power-model.js";
 import { emptySample, FLAG, type Sample, type SampleRing } from "./ring.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
-import { anchorAfter, anchorBefore, anchorBound, stepGain } from "./uncertainty.js";
+import {
+  anchorAfter,
+  anchorBefore,
+  anchorBound,
+  type Bound,
+  type EnergyBound,
+  stepGain,
+} from "./uncertainty.js";
+
+/** An edge's bound and the point estimate inside it (mJ). */
+interface EdgeBound extends Bound {
+  estimate: number;
+}
 
 /** What a ring's power readings are. */
 export type PowerKind = "instant" | "averaged";
@@ -46,18 +58,23 @@ export type PowerKind = "instant" | "averaged";
 export const COUNTER_ONLY = 3;
 export type Basis = SensorModel | typeof COUNTER_ONLY;
 
-/** The fused cumulative energy at an instant. */
-export type FusedValue =
-  | {
-      readonly ok: true;
-      readonly valueMj: number;
-      /** Two-sided: the truth lies within valueMj ± errMj. */
-      readonly errMj: number;
-      readonly basis: Basis;
-    }
-  /** Not yet bounded: a later sample (a counter update, a power change) will bound it. */
-  | { readonly ok: false; readonly pending: true }
-  | { readonly ok: false; readonly pending: false; readonly reason: string };
+/**
+ * Where CounterFusion.at writes the fused cumulative energy at an instant (an edge: RingEdge has
+ * these fields), so that evaluating an edge allocates nothing.
+ */
+export interface FusedTarget {
+  /** The cumulative energy (mJ); the truth lies within value ± errMj. */
+  value: number;
+  errMj: number;
+  basis: number;
+}
+
+/**
+ * What CounterFusion.at says: true when it wrote the target; false while the samples present cannot
+ * bound the instant yet (a later sample, a counter update or a power change, will); else why it
+ * never can.
+ */
+export type FusedOutcome = boolean | string;
 
 /** Names of the bases, for reports. */
 const BASIS_NAMES: Readonly<Record<Basis, string>> = {
@@ -107,6 +124,8 @@ export class CounterFusion {
   private readonly s: Sample = emptySample();
   /** The anchor in force at each sample (its global number), by k % capacity; −1: none. */
   private readonly anchorAt: Float64Array;
+  /** Each sample's stamp (ns), by k % capacity; NaN where it could not be read. */
+  private readonly times: Float64Array;
   // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,
   // the run of the counter (segment) it belongs to, and its locked window once computed.
   private aValue: number[] = [];
@@ -134,6 +153,14 @@ export class CounterFusion {
   /** Which reading of the power sensor the counter supports (power-model.ts). */
   private readonly judge: SensorJudge;
   private readonly bounds = { lo: 0, hi: 0 };
+  // Scratch for an edge's evaluation (at(): nothing allocated per edge): an anchor's update
+  // instant, another's, one anchor's bound, the edge's bound, and the basis energyOf uses.
+  private readonly wScratch: Bound = { lo: 0, hi: 0 };
+  private readonly wOther: Bound = { lo: 0, hi: 0 };
+  private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
+  private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
+  private basisNow: Basis = COUNTER_ONLY;
+  private readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
 
@@ -144,6 +171,7 @@ export class CounterFusion {
     this.memo = new SensorEnergyMemo(this.power);
     this.judge = new SensorJudge(this.power);
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
+    this.times = new Float64Array(ring.capacity).fill(Number.NaN);
   }
 
   /** Reads the samples written since the last call. */
@@ -161,12 +189,14 @@ export class CounterFusion {
     for (; this.processed < head; this.processed++) {
       const k = this.processed;
       if (!ring.read(k, s)) {
+        this.times[k % ring.capacity] = Number.NaN;
         this.power.push(Number.NaN, 0, Number.NaN);
         this.anchorAt[k % ring.capacity] = -1;
         this.lastEnergy = Number.NaN;
         this.segment += 1;
         continue;
       }
+      this.times[k % ring.capacity] = s.t;
       const pt = Number.isFinite(s.powerT) ? s.powerT : s.t;
       this.power.push(pt, s.powerReadNs, this.usePower ? s.powerMw : Number.NaN);
       if ((s.flags & (FLAG.COUNTER_BACKWARDS | FLAG.COUNTER_JUMP | FLAG.READ_FAILED)) !== 0) {
@@ -212,6 +242,25 @@ export class CounterFusion {
     }
   }
 
+  /**
+   * The longest interval between two readable samples among kFrom..kTo (ns), from the stamps
+   * update() kept (no walk of the ring itself); samples no longer held are skipped.
+   */
+  maxGap(kFrom: number, kTo: number): number {
+    this.update();
+    const cap = this.ring.capacity;
+    const times = this.times;
+    let gap = 0;
+    let prev = Number.NaN;
+    for (let k = Math.max(kFrom, this.processed - cap); k <= kTo && k < this.processed; k++) {
+      const t = times[k % cap] as number;
+      if (Number.isNaN(t)) continue;
+      if (t - prev > gap) gap = t - prev;
+      prev = t;
+    }
+    return gap;
+  }
+
   /** The sensor model the counter supports now, or COUNTER_ONLY. */
   basis(): Basis {
     if (!this.usePower) return COUNTER_ONLY;
@@ -235,34 +284,35 @@ export class CounterFusion {
   }
 
   /**
-   * The cumulative energy at `t`, given `kA`, the last sample at or before it. Pending while the
-   * samples present cannot bound it yet.
+   * The cumulative energy at `t`, given `kA`, the last sample at or before it, into `out`. False
+   * while the samples present cannot bound it yet (see FusedOutcome).
    */
-  at(t: number, kA: number): FusedValue {
+  at(t: number, kA: number, out: FusedTarget): FusedOutcome {
     this.update();
     const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
-    if (n < 0 || n < this.anchorBase) {
-      return { ok: false, pending: false, reason: "no energy counter reading before the edge" };
-    }
+    if (n < 0 || n < this.anchorBase) return "no energy counter reading before the edge";
     let basis = this.basis();
-    let r = this.bound(t, n, basis);
+    const r = this.edgeBound;
+    this.bound(t, n, basis, r);
     if (r.lo > r.hi && basis !== COUNTER_ONLY) {
       // The readings contradict the counter around this edge: bound it by the counter alone.
       basis = COUNTER_ONLY;
-      r = this.bound(t, n, basis);
+      this.bound(t, n, basis, r);
     }
-    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return { ok: false, pending: true };
-    if (r.lo > r.hi) {
-      return { ok: false, pending: false, reason: "the energy counter contradicts itself around the edge" };
-    }
+    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return false;
+    if (r.lo > r.hi) return "the energy counter contradicts itself around the edge";
     // The estimate inside the bound (its middle without power to go by), and the bound's reach
     // from it either way.
-    const mid = (r.lo + r.hi) / 2;
+    out.basis = basis;
     if (basis === COUNTER_ONLY || !Number.isFinite(r.estimate)) {
-      return { ok: true, valueMj: mid, errMj: (r.hi - r.lo) / 2, basis };
+      out.value = (r.lo + r.hi) / 2;
+      out.errMj = (r.hi - r.lo) / 2;
+      return true;
     }
     const x = Math.min(r.hi, Math.max(r.lo, r.estimate));
-    return { ok: true, valueMj: x, errMj: Math.max(x - r.lo, r.hi - x), basis };
+    out.value = x;
+    out.errMj = Math.max(x - r.lo, r.hi - x);
+    return true;
   }
 
   /**
@@ -271,7 +321,7 @@ export class CounterFusion {
    * total says they missed, placed where the readings are unsure (the counter fixes the total,
    * power the shape); past the newest update, its value plus the readings' energy since.
    */
-  private bound(t: number, n: number, basis: Basis): { lo: number; hi: number; estimate: number } {
+  private bound(t: number, n: number, basis: Basis, r: EdgeBound): void {
     const seg = this.seg(n);
     let lo = Number.NEGATIVE_INFINITY;
     let hi = Number.POSITIVE_INFINITY;
@@ -287,45 +337,46 @@ export class CounterFusion {
     let rightE = 0;
     let rightW = 0;
     const last = this.anchorBase + this.aValue.length - 1;
+    const w = this.wScratch;
+    const other = this.wOther;
+    const one = this.anchorScratch;
+    const e = this.bounds;
+    this.basisNow = basis;
     for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
       if (j < this.anchorBase || this.seg(j) !== seg) continue;
-      const w = this.locked(j);
       // The anchors that can matter: n and the first after it, and their neighbours when their
       // update may lie on the other side of t.
-      if (j === n - 1 && !(this.locked(n).hi > t)) continue;
-      if (j === n + 2 && !(this.locked(n + 1).lo < t)) continue;
+      if (j === n - 1 && !(this.locked(n, other).hi > t)) continue;
+      if (j === n + 2 && !(this.locked(n + 1, other).lo < t)) continue;
+      this.locked(j, w);
       const v = this.aValue[j - this.anchorBase] as number;
-      let low: number;
-      let high: number;
       if (basis !== COUNTER_ONLY && w.hi <= t && Number.isFinite(w.lo)) {
         // E(t) − V is the energy from the update to t: at least from the window's end, at most
         // from its start (the window itself is one short piece).
         this.sensorEnergy(w.hi, t, basis);
-        const aLo = this.bounds.lo;
-        const aHi = this.bounds.hi;
+        const aLo = e.lo;
+        const aHi = e.hi;
         this.sensorEnergy(w.lo, w.hi, basis);
-        [low, high] = anchorBefore(v, aLo, aHi + this.bounds.hi, gLo, gHi);
+        anchorBefore(v, aLo, aHi + e.hi, gLo, gHi, one);
         leftV = v;
-        leftE = (aLo + aHi) / 2 + (this.bounds.lo + this.bounds.hi) / 4;
+        leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
         leftW = aHi - aLo;
       } else if (basis !== COUNTER_ONLY && w.lo >= t) {
         this.sensorEnergy(t, w.lo, basis);
-        const bLo = this.bounds.lo;
-        const bHi = this.bounds.hi;
+        const bLo = e.lo;
+        const bHi = e.hi;
         this.sensorEnergy(w.lo, w.hi, basis);
-        [low, high] = anchorAfter(v, bLo, bHi + this.bounds.hi, gLo, gHi);
+        anchorAfter(v, bLo, bHi + e.hi, gLo, gHi, one);
         if (Number.isNaN(rightV)) {
           rightV = v;
-          rightE = (bLo + bHi) / 2 + (this.bounds.lo + this.bounds.hi) / 4;
+          rightE = (bLo + bHi) / 2 + (e.lo + e.hi) / 4;
           rightW = bHi - bLo;
         }
       } else {
-        const b = anchorBound(v, w, t, (x, y, end) => this.energy(x, y, basis, end), gLo, gHi);
-        low = b.lo;
-        high = b.hi;
+        anchorBound(v, w, t, this.energyOf, gLo, gHi, one);
       }
-      if (low > lo) lo = low;
-      if (high < hi) hi = high;
+      if (one.lo > lo) lo = one.lo;
+      if (one.hi < hi) hi = one.hi;
     }
     let estimate = Number.NaN;
     if (gain !== null && !Number.isNaN(leftV)) {
@@ -337,7 +388,9 @@ export class CounterFusion {
         else if (leftE + rightE > 0) estimate = leftV + 0.5 + ((rightV - leftV) * leftE) / (leftE + rightE);
       }
     }
-    return { lo, hi, estimate };
+    r.lo = lo;
+    r.hi = hi;
+    r.estimate = estimate;
   }
 
   /**
@@ -376,17 +429,20 @@ export class CounterFusion {
    * before its read where the counter has shown it updates at every read; its read interval
    * otherwise.
    */
-  private locked(n: number): { lo: number; hi: number } {
+  private locked(n: number, out: Bound): Bound {
     const i = n - this.cadenceFirst;
-    const own = { lo: this.aLo[n - this.anchorBase] as number, hi: this.aHi[n - this.anchorBase] as number };
+    const ownLo = this.aLo[n - this.anchorBase] as number;
+    const ownHi = this.aHi[n - this.anchorBase] as number;
     if (this.seg(n) === this.cadenceSeg && i >= 0 && i < this.cadence.length) {
-      const w = this.cadence.instant(i);
-      if (w.hi - w.lo < own.hi - own.lo) return w;
+      this.cadence.instantInto(i, out);
+      if (out.hi - out.lo < ownHi - ownLo) return out;
       const delta = this.freshDelta();
-      if (Number.isFinite(delta)) return this.freshInstant(n, delta);
-      return w;
+      if (Number.isFinite(delta)) return this.freshInstant(n, delta, out);
+      return out;
     }
-    return own;
+    out.lo = ownLo;
+    out.hi = ownHi;
+    return out;
   }
 
   /** The smallest δ the counter has confirmed (FRESH_NS), or NaN. */
@@ -399,11 +455,13 @@ export class CounterFusion {
     return Number.NaN;
   }
 
-  /** Anchor n's update instant if the counter is at most `delta` behind its read. */
-  private freshInstant(n: number, delta: number): { lo: number; hi: number } {
+  /** Anchor n's update instant if the counter is at most `delta` behind its read, into `out`. */
+  private freshInstant(n: number, delta: number, out: Bound): Bound {
     const i = n - this.anchorBase;
     const hi = this.aHi[i] as number;
-    return { lo: Math.max(this.aLo[i] as number, hi - (this.aRead[i] as number) - delta), hi };
+    out.lo = Math.max(this.aLo[i] as number, hi - (this.aRead[i] as number) - delta);
+    out.hi = hi;
+    return out;
   }
 
   /**
@@ -413,8 +471,8 @@ export class CounterFusion {
    */
   private checkStep(n: number): void {
     if (!this.usePower || n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
-    const a = this.locked(n);
-    const b = this.locked(n + 1);
+    const a = this.locked(n, { lo: 0, hi: 0 });
+    const b = this.locked(n + 1, { lo: 0, hi: 0 });
     if (!Number.isFinite(a.lo)) return;
     const dv =
       (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
@@ -424,8 +482,8 @@ export class CounterFusion {
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
       for (let d = 0; d < FRESH_NS.length; d++) {
         if (this.freshDead[d]) continue;
-        const fa = this.freshInstant(n, FRESH_NS[d] as number);
-        const fb = this.freshInstant(n + 1, FRESH_NS[d] as number);
+        const fa = this.freshInstant(n, FRESH_NS[d] as number, this.wScratch);
+        const fb = this.freshInstant(n + 1, FRESH_NS[d] as number, this.wOther);
         energyBounds(this.power, fa.hi, fb.lo, CONTINUOUS, this.bounds);
         const inner = this.bounds.lo;
         energyBounds(this.power, fa.lo, fb.hi, CONTINUOUS, this.bounds);

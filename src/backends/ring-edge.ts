@@ -1,4 +1,4 @@
-import type { CounterFusion, FusedValue } from "./fusion.js";
+import type { CounterFusion } from "./fusion.js";
 import { FLAG, type Sample, type SampleRing } from "./ring.js";
 import type { Edge } from "./track.js";
 import { interpolationErr, trapezoidErrMj } from "./uncertainty.js";
@@ -72,13 +72,10 @@ export function resolveEdge(e: RingEdge, ctx: EdgeContext, s: Sample): void {
     e.state = RESOLVED;
     return;
   }
-  const fused: FusedValue = ctx.fusion.at(e.t, e.kA);
-  if (fused.ok) {
-    e.value = fused.valueMj;
-    e.errMj = fused.errMj;
-    e.basis = fused.basis;
-    e.state = RESOLVED;
-  } else if (!fused.pending) fail(e, fused.reason);
+  // Written into the edge (value, errMj, basis) when it can be bounded.
+  const fused = ctx.fusion.at(e.t, e.kA, e);
+  if (fused === true) e.state = RESOLVED;
+  else if (fused !== false) fail(e, fused);
   else {
     const failure = ring.failure();
     if (failure !== null) fail(e, failure);

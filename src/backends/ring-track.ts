@@ -59,6 +59,8 @@ export class RingTrack implements Track, TrackReadings {
   private shared: (SharedLog & { readonly ring: SampleRing }) | null = null;
   /** The fused counter reading of each ring (see fusionOf). */
   private readonly fusions = new WeakMap<SampleRing, CounterFusion>();
+  /** The edge context of the last ring an edge was resolved over (see edgeContext). */
+  private context: (EdgeContext & { readonly ring: SampleRing }) | null = null;
   /** Counts the rings opened, so that readings from two runs of the sampler are never subtracted. */
   private generation = 0;
 
@@ -255,19 +257,24 @@ export class RingTrack implements Track, TrackReadings {
       }
     }
 
-    const { maxGap, trapezoidMj, pMin, pMax } = samplesBetween(ring, from.kA, to.kB, s);
     const samples = Math.max(0, to.kA - from.kB + 1);
     let grossMj = to.value - from.value;
     let uncertaintyMj = from.errMj + to.errMj;
     let caveat: string | null = null;
-    if (energy) {
+    let maxGap: number;
+    const fusion = this.fusionOf(ring);
+    if (fusion !== null) {
+      maxGap = fusion.maxGap(from.kA, to.kB);
       // The edges' difference, and where the power readings bound the span on their own (short
       // spans), the tighter of the two.
-      const fused = fusedSpan(grossMj, uncertaintyMj, this.fusionOf(ring)?.between(from.t, to.t) ?? null);
+      const fused = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t));
       grossMj = fused.valueMj;
       uncertaintyMj = fused.errMj;
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
+      const walked = samplesBetween(ring, from.kA, to.kB, s);
+      const { trapezoidMj, pMin, pMax } = walked;
+      maxGap = walked.maxGap;
       uncertaintyMj += trapezoidMj;
       if (this.source.averagedPower && Number.isFinite(pMax)) {
         uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
@@ -450,11 +457,17 @@ export class RingTrack implements Track, TrackReadings {
     return fusion;
   }
 
+  /** What resolving an edge over `ring` needs: made once per ring, not per edge. */
   private edgeContext(ring: SampleRing): EdgeContext {
-    return {
+    const last = this.context;
+    if (last !== null && last.ring === ring) return last;
+    const made = {
+      ring,
       column: this.source.column,
       fusion: this.fusionOf(ring),
-      describeError: (code) => this.source.describeError(code),
+      describeError: (code: number) => this.source.describeError(code),
     };
+    this.context = made;
+    return made;
   }
 }

@@ -1,13 +1,24 @@
 /**
  * The sensor's energy between two instants, bounded under a reading of the sensor (power-model.ts
- * energyBounds), with the part between the first and the last reading inside the interval memoized
- * until the next sample: edges between the same two reads (a thousand windows closing together)
- * share it, and only the two partial intervals at the ends are computed for each.
+ * energyBounds), without walking every reading in between:
+ *
+ * - under CONTINUOUS an interval's bound depends only on its two readings, so it is final once the
+ *   second is written: running sums of the intervals' bounds give any stretch of whole intervals
+ *   as one difference;
+ * - under the held readings an interval's bound can still change as later readings come in, so
+ *   the stretch between the first and the last reading inside the span is memoized until the next
+ *   reading: edges between the same two reads (a thousand windows closing together) share it.
+ *
+ * Only the two partial intervals at the ends are computed for each span. The result is
+ * energyBounds' own, summed in another order.
  */
-import { energyBounds, type PowerReadings, type SensorModel } from "./power-model.js";
+import { CONTINUOUS, energyBounds, type PowerReadings, type SensorModel } from "./power-model.js";
 
 /** Entries of the memo: a direct-mapped table keyed by (first reading, count, model). */
 const MEMO = 512;
+
+/** Scratch for PowerReadings.range. */
+const span = { min: 0, max: 0 };
 
 export class SensorEnergyMemo {
   private readonly memoKey = new Float64Array(MEMO).fill(-1);
@@ -15,40 +26,132 @@ export class SensorEnergyMemo {
   private readonly memoHi = new Float64Array(MEMO);
   /** The readings' head each entry was computed at: an entry holds only until the next reading. */
   private readonly memoHead = new Float64Array(MEMO).fill(-1);
+  /**
+   * Running sums under CONTINUOUS, by reading k % capacity: the bounds of every whole interval
+   * before reading k, and how many of them were not finite (a failed read: such a stretch is
+   * computed directly). Written up to reading `summed` − 1.
+   */
+  private readonly sumLo: Float64Array;
+  private readonly sumHi: Float64Array;
+  private readonly sumBad: Float64Array;
+  private summed = 0;
 
-  constructor(private readonly power: PowerReadings) {}
+  constructor(private readonly power: PowerReadings) {
+    this.sumLo = new Float64Array(power.capacity);
+    this.sumHi = new Float64Array(power.capacity);
+    this.sumBad = new Float64Array(power.capacity);
+  }
 
   /** Bounds on the sensor's energy over (x, y) under `model` into `out` (mJ, before any gain). */
   energy(x: number, y: number, model: SensorModel, out: { lo: number; hi: number }): void {
     const p = this.power;
+    const first = Math.max(0, p.head - p.capacity);
     let i = p.indexAtOrBefore(x);
     if (i < 0 || p.atOf(i) < x) i += 1;
     const j = p.indexAtOrBefore(y);
-    if (i < Math.max(0, p.head - p.capacity) || j < i + 1) {
+    if (i < first || j < i + 1 || !(y > x)) {
       energyBounds(p, x, y, model, out);
       return;
     }
-    const key = (i * 4 + model) * 1e6 + (j - i);
-    const slot = ((i * 31 + (j - i) * 7 + model) >>> 0) % MEMO;
     let lo: number;
     let hi: number;
-    if (this.memoKey[slot] === key && this.memoHead[slot] === p.head) {
-      lo = this.memoLo[slot] as number;
-      hi = this.memoHi[slot] as number;
+    if (model === CONTINUOUS && this.sum(j) && this.sumBadOf(j) === this.sumBadOf(i)) {
+      lo = this.sumLoOf(j) - this.sumLoOf(i);
+      hi = this.sumHiOf(j) - this.sumHiOf(i);
     } else {
-      energyBounds(p, p.atOf(i), p.atOf(j), model, out);
-      lo = out.lo;
-      hi = out.hi;
-      this.memoKey[slot] = key;
-      this.memoHead[slot] = p.head;
-      this.memoLo[slot] = lo;
-      this.memoHi[slot] = hi;
+      const key = (i * 4 + model) * 1e6 + (j - i);
+      const slot = ((i * 31 + (j - i) * 7 + model) >>> 0) % MEMO;
+      if (this.memoKey[slot] === key && this.memoHead[slot] === p.head) {
+        lo = this.memoLo[slot] as number;
+        hi = this.memoHi[slot] as number;
+      } else {
+        energyBounds(p, p.atOf(i), p.atOf(j), model, out);
+        lo = out.lo;
+        hi = out.hi;
+        this.memoKey[slot] = key;
+        this.memoHead[slot] = p.head;
+        this.memoLo[slot] = lo;
+        this.memoHi[slot] = hi;
+      }
     }
-    energyBounds(p, x, p.atOf(i), model, out);
-    lo += out.lo;
-    hi += out.hi;
-    energyBounds(p, p.atOf(j), y, model, out);
-    out.lo += lo;
-    out.hi += hi;
+    // The partial intervals at the two ends: (x, at(i)) inside interval i − 1, (at(j), y) inside
+    // interval j. Outside the readings held, the energy is unknown: 0 below, +∞ above.
+    out.lo = lo;
+    out.hi = hi;
+    const ai = p.atOf(i);
+    if (ai > x) {
+      if (i - 1 < first) out.hi = Number.POSITIVE_INFINITY;
+      else addPart(p, i - 1, x, ai, model, out);
+    }
+    const aj = p.atOf(j);
+    if (y > aj) {
+      if (j + 1 > p.head - 1) out.hi = Number.POSITIVE_INFINITY;
+      else addPart(p, j, aj, y, model, out);
+    }
   }
+
+  /** Brings the running sums up to reading k; false when k is past the readings written. */
+  private sum(k: number): boolean {
+    const p = this.power;
+    if (k >= p.head) return false;
+    const cap = p.capacity;
+    if (this.summed < p.head - cap) this.summed = p.head - cap; // fell behind: restart the sums
+    for (; this.summed <= k; this.summed++) {
+      const m = this.summed;
+      const slot = m % cap;
+      if (m === 0 || m - 1 < p.head - cap || this.summed === p.head - cap) {
+        this.sumLo[slot] = 0;
+        this.sumHi[slot] = 0;
+        this.sumBad[slot] = 0;
+        continue;
+      }
+      const prev = (m - 1) % cap;
+      const part = this.partScratch;
+      part.lo = 0;
+      part.hi = 0;
+      addPart(p, m - 1, p.atOf(m - 1), p.atOf(m), CONTINUOUS, part);
+      const bad = Number.isFinite(part.lo) && Number.isFinite(part.hi) ? 0 : 1;
+      this.sumLo[slot] = (this.sumLo[prev] as number) + (bad ? 0 : part.lo);
+      this.sumHi[slot] = (this.sumHi[prev] as number) + (bad ? 0 : part.hi);
+      this.sumBad[slot] = (this.sumBad[prev] as number) + bad;
+    }
+    return true;
+  }
+
+  private readonly partScratch = { lo: 0, hi: 0 };
+
+  private sumLoOf(k: number): number {
+    return this.sumLo[k % this.power.capacity] as number;
+  }
+
+  private sumHiOf(k: number): number {
+    return this.sumHi[k % this.power.capacity] as number;
+  }
+
+  private sumBadOf(k: number): number {
+    return this.sumBad[k % this.power.capacity] as number;
+  }
+}
+
+/**
+ * Adds to `out` the bounds of interval k (between readings k and k + 1) over (from, to) inside it:
+ * the term energyBounds sums for that interval.
+ */
+function addPart(
+  p: PowerReadings,
+  k: number,
+  from: number,
+  to: number,
+  model: SensorModel,
+  out: { lo: number; hi: number },
+): void {
+  if (!(to > from)) return;
+  p.range(k, model, span);
+  const len = (to - from) / 1e9;
+  const slack =
+    ((span.max - span.min) *
+      ((p.readNs[k % p.capacity] as number) + (p.readNs[(k + 1) % p.capacity] as number))) /
+    4e9;
+  out.lo += Math.max(0, span.min * len - slack);
+  out.hi += span.max * len + slack;
 }

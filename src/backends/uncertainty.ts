@@ -155,12 +155,18 @@ export function fusedSpan(
 /** One end of a sensor's energy between two instants (mJ): `end` "lo" the least, "hi" the most. */
 export type EnergyBound = (fromNs: number, toNs: number, end: "lo" | "hi") => number;
 
+/** A two-sided bound, written in place by the functions below (no allocation on the edge's path). */
+export interface Bound {
+  lo: number;
+  hi: number;
+}
+
 /**
- * What one anchor of a counter says of its cumulative energy at `t` (mJ): at an update instant
- * somewhere in [lo, hi] the card's energy was `valueMj` (to the counter's read quantum), so at `t`
- * it was that plus the energy from the instant to `t` (minus it, from `t` to the instant), which
- * `energy` bounds in sensor units and [gainLo, gainHi] converts (power = gain × sensor). Either end
- * may be infinite (nothing bounds the power there).
+ * What one anchor of a counter says of its cumulative energy at `t` (mJ), into `out`: at an update
+ * instant somewhere in [lo, hi] the card's energy was `valueMj` (to the counter's read quantum), so
+ * at `t` it was that plus the energy from the instant to `t` (minus it, from `t` to the instant),
+ * which `energy` bounds in sensor units and [gainLo, gainHi] converts (power = gain × sensor).
+ * Either end may be infinite (nothing bounds the power there).
  */
 export function anchorBound(
   valueMj: number,
@@ -169,7 +175,8 @@ export function anchorBound(
   energy: EnergyBound,
   gainLo: number,
   gainHi: number,
-): { lo: number; hi: number } {
+  out: Bound,
+): void {
   const q = COUNTER_READ_QUANTUM_MJ;
   let lo =
     instant.hi <= t
@@ -182,13 +189,14 @@ export function anchorBound(
   // 0 × ∞ (no gain bound over no time) bounds nothing.
   if (Number.isNaN(lo)) lo = Number.NEGATIVE_INFINITY;
   if (Number.isNaN(hi)) hi = Number.POSITIVE_INFINITY;
-  return { lo, hi };
+  out.lo = lo;
+  out.hi = hi;
 }
 
 /**
- * anchorBound for an update wholly before `t` (mJ): the energy since is at least the sensor's least
- * from the update window's end (`fromEndLo`), at most its most from the window's start
- * (`fromStartHi`), times the gain range.
+ * anchorBound for an update wholly before `t` (mJ), into `out`: the energy since is at least the
+ * sensor's least from the update window's end (`fromEndLo`), at most its most from the window's
+ * start (`fromStartHi`), times the gain range.
  */
 export function anchorBefore(
   valueMj: number,
@@ -196,14 +204,16 @@ export function anchorBefore(
   fromStartHi: number,
   gainLo: number,
   gainHi: number,
-): [number, number] {
+  out: Bound,
+): void {
   const q = COUNTER_READ_QUANTUM_MJ;
-  return [valueMj - q + gainLo * fromEndLo, valueMj + q + gainHi * fromStartHi];
+  out.lo = valueMj - q + gainLo * fromEndLo;
+  out.hi = valueMj + q + gainHi * fromStartHi;
 }
 
 /**
- * anchorBound for an update wholly after `t` (mJ): the energy until it is at least the sensor's
- * least to the update window's start (`toStartLo`), at most its most to the window's end
+ * anchorBound for an update wholly after `t` (mJ), into `out`: the energy until it is at least the
+ * sensor's least to the update window's start (`toStartLo`), at most its most to the window's end
  * (`toEndHi`), times the gain range.
  */
 export function anchorAfter(
@@ -212,9 +222,11 @@ export function anchorAfter(
   toEndHi: number,
   gainLo: number,
   gainHi: number,
-): [number, number] {
+  out: Bound,
+): void {
   const q = COUNTER_READ_QUANTUM_MJ;
-  return [valueMj - q - gainHi * toEndHi, valueMj + q - gainLo * toStartLo];
+  out.lo = valueMj - q - gainHi * toEndHi;
+  out.hi = valueMj + q - gainLo * toStartLo;
 }
 
 /**
