@@ -29,10 +29,16 @@ describe("SensorEnergyMemo", () => {
       fc.property(
         fc.array(reading, { minLength: 2, maxLength: 120 }),
         fc.integer({ min: 8, max: 64 }),
-        fc.array(fc.tuple(fc.double({ min: -0.1, max: 1.1, noNaN: true }), fc.double({ min: 0, max: 0.5, noNaN: true })), {
-          minLength: 1,
-          maxLength: 8,
-        }),
+        fc.array(
+          fc.tuple(
+            fc.double({ min: -0.1, max: 1.1, noNaN: true }),
+            fc.double({ min: 0, max: 0.5, noNaN: true }),
+          ),
+          {
+            minLength: 1,
+            maxLength: 8,
+          },
+        ),
         (readings, capacity, spans) => {
           const p = new PowerReadings(capacity);
           const memo = new SensorEnergyMemo(p);
