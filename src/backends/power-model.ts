@@ -123,9 +123,18 @@ export class PowerReadings {
 
   /** The last reading held whose stamp is at or before `t`, or −1. */
   indexAtOrBefore(t: number): number {
-    let a = Math.max(0, this.head - this.capacity);
+    const oldest = Math.max(0, this.head - this.capacity);
     let b = this.head - 1;
-    if (b < a || this.atOf(a) > t) return -1;
+    if (b < oldest || this.atOf(oldest) > t) return -1;
+    // Most instants asked about are recent: gallop back from the newest reading, then bisect.
+    let a = b;
+    let step = 1;
+    while (a > oldest && this.atOf(a) > t) {
+      b = a - 1;
+      a = Math.max(oldest, a - step);
+      step *= 2;
+    }
+    if (this.atOf(a) <= t && (a === b || this.atOf(a + 1) > t)) return a;
     while (b > a) {
       const mid = (a + b + 1) >> 1;
       if (this.atOf(mid) <= t) a = mid;

@@ -49,13 +49,26 @@ export class SensorEnergyMemo {
     let i = p.indexAtOrBefore(x);
     if (i < 0 || p.atOf(i) < x) i += 1;
     const j = p.indexAtOrBefore(y);
-    if (i < first || j < i + 1 || !(y > x)) {
+    if (i < first || !(y > x)) {
       energyBounds(p, x, y, model, out);
       return;
     }
-    let lo: number;
-    let hi: number;
-    if (model === CONTINUOUS && this.sum(j) && this.sumBadOf(j) === this.sumBadOf(i)) {
+    if (j < i) {
+      // No reading inside (x, y): one piece of interval i − 1 (an anchor's update window, an edge
+      // just after a read).
+      if (i - 1 < first || i > p.head - 1) energyBounds(p, x, y, model, out);
+      else {
+        out.lo = 0;
+        out.hi = 0;
+        addPart(p, i - 1, x, y, model, out);
+      }
+      return;
+    }
+    let lo = 0;
+    let hi = 0;
+    if (j === i) {
+      // One reading inside: only the two partial intervals below.
+    } else if (model === CONTINUOUS && this.sum(j) && this.sumBadOf(j) === this.sumBadOf(i)) {
       lo = this.sumLoOf(j) - this.sumLoOf(i);
       hi = this.sumHiOf(j) - this.sumHiOf(i);
     } else {
