@@ -73,9 +73,17 @@ export class CardLedger {
    * from bottom to top, so the maximum over events [a, newest] is the first entry with seq ≥ a.
    */
   private stackSeq: number[] = [];
-  /** The newest event whose edge has been handed to track.settle(), and that settling. */
+  /** The newest event whose edge has been handed to track.settle(). */
   private requestedSeq = -1;
-  private settling: Promise<void> | null = null;
+  /**
+   * The track.settle() calls in flight, oldest first from `callHead`; the newest event through
+   * which every call has finished; the closes waiting for that to reach theirs, by seq.
+   */
+  private calls: SettleCall[] = [];
+  private callHead = 0;
+  private settledSeq = -1;
+  private waiters: SettleWaiter[] = [];
+  private waitHead = 0;
   /** The process-wide log read, the next entry to read from it, this environment's open windows. */
   private log: SharedLog["log"] | null = null;
   private cursor = 0;
@@ -182,23 +190,60 @@ export class CardLedger {
     // consecutive seq numbers), so that a burst of closes costs O(1) each, not a walk of every
     // pending event; then wait for those earlier calls' edges too.
     const first = this.pending[this.head];
-    if (event.seq > this.requestedSeq && first !== undefined) {
+    if (first === undefined) {
+      this.account(event);
+      return;
+    }
+    if (event.seq > this.requestedSeq) {
       const from = this.head + Math.max(0, this.requestedSeq + 1 - first.seq);
       const to = this.head + (event.seq - first.seq);
       const edges: Edge[] = [];
       for (let i = from; i <= to; i++) edges.push((this.pending[i] as LedgerEvent).edge);
       this.requestedSeq = event.seq;
-      const settled = this.track.settle(edges).catch(() => {
-        // settle() never rejects; whatever it could not settle is measured as broken below.
-      });
-      this.settling = this.settling === null ? settled : Promise.all([this.settling, settled]).then(noop);
-      const mine = this.settling;
-      await mine;
-      if (this.settling === mine) this.settling = null;
-    } else if (this.settling !== null) {
-      await this.settling;
+      const call: SettleCall = { through: event.seq, done: false };
+      this.calls.push(call);
+      const finished = (): void => {
+        call.done = true;
+        this.advance();
+      };
+      // settle() never rejects; whatever it could not settle is measured as broken below.
+      this.track.settle(edges).then(finished, finished);
+    }
+    if (this.settledSeq < event.seq) {
+      await new Promise<void>((done) => this.waitFor(event.seq, done));
     }
     this.account(event);
+  }
+
+  /** Queues a wait until every settle call through `seq` has finished, in seq order. */
+  private waitFor(seq: number, done: () => void): void {
+    const waiters = this.waiters;
+    let at = waiters.length;
+    while (at > this.waitHead && (waiters[at - 1] as SettleWaiter).seq > seq) at -= 1;
+    if (at === waiters.length) waiters.push({ seq, done });
+    else waiters.splice(at, 0, { seq, done });
+  }
+
+  /** Moves the settled frontier over the finished calls, oldest first, and wakes who it passed. */
+  private advance(): void {
+    const calls = this.calls;
+    while (this.callHead < calls.length && (calls[this.callHead] as SettleCall).done) {
+      this.settledSeq = (calls[this.callHead] as SettleCall).through;
+      this.callHead += 1;
+    }
+    if (this.callHead === calls.length) {
+      calls.length = 0;
+      this.callHead = 0;
+    }
+    const waiters = this.waiters;
+    while (this.waitHead < waiters.length && (waiters[this.waitHead] as SettleWaiter).seq <= this.settledSeq) {
+      (waiters[this.waitHead] as SettleWaiter).done();
+      this.waitHead += 1;
+    }
+    if (this.waitHead === waiters.length) {
+      waiters.length = 0;
+      this.waitHead = 0;
+    }
   }
 
   /**
@@ -446,7 +491,17 @@ export class CardLedger {
   }
 }
 
-function noop(): void {}
+/** One track.settle() call: the newest event it covers, and whether it has finished. */
+interface SettleCall {
+  readonly through: number;
+  done: boolean;
+}
+
+/** A settleThrough() waiting for every call through `seq` to finish. */
+interface SettleWaiter {
+  readonly seq: number;
+  readonly done: () => void;
+}
 
 const ledgers = new WeakMap<Track, CardLedger>();
 
