@@ -115,6 +115,8 @@ export interface FusionReport {
 const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
 /** Reads in a row that must each show a change, and steps that must confirm a δ. */
 const FRESH_READS = 64;
+/** Anchors whose update window's energy is kept (a power of two). */
+const WINDOW_MEMO = 16;
 const FRESH_STEPS = 32;
 
 export class CounterFusion {
@@ -160,6 +162,8 @@ export class CounterFusion {
   private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
   private basisNow: Basis = COUNTER_ONLY;
+  /** windowEnergy's entries: anchor, basis, readings' head, window lo and hi, energy lo and hi. */
+  private readonly winMemo = new Float64Array(WINDOW_MEMO * 7).fill(Number.NaN);
   private readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
@@ -240,6 +244,20 @@ export class CounterFusion {
       this.lastT = s.t;
       this.lastRead = s.readNs;
     }
+  }
+
+  /**
+   * The first sample from `kFrom` on whose stamp is after `t`, from the stamps update() kept (no
+   * walk of the ring itself); −1 while none is written yet. Samples that could not be read are
+   * skipped, as are those no longer held.
+   */
+  firstAfter(t: number, kFrom: number): number {
+    this.update();
+    const cap = this.ring.capacity;
+    for (let k = Math.max(kFrom, this.processed - cap); k < this.processed; k++) {
+      if ((this.times[k % cap] as number) > t) return k;
+    }
+    return -1;
   }
 
   /**
@@ -356,7 +374,7 @@ export class CounterFusion {
         this.sensorEnergy(w.hi, t, basis);
         const aLo = e.lo;
         const aHi = e.hi;
-        this.sensorEnergy(w.lo, w.hi, basis);
+        this.windowEnergy(j, w, basis);
         anchorBefore(v, aLo, aHi + e.hi, gLo, gHi, one);
         leftV = v;
         leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
@@ -365,7 +383,7 @@ export class CounterFusion {
         this.sensorEnergy(t, w.lo, basis);
         const bLo = e.lo;
         const bHi = e.hi;
-        this.sensorEnergy(w.lo, w.hi, basis);
+        this.windowEnergy(j, w, basis);
         anchorAfter(v, bLo, bHi + e.hi, gLo, gHi, one);
         if (Number.isNaN(rightV)) {
           rightV = v;
@@ -413,6 +431,34 @@ export class CounterFusion {
     if (basis === COUNTER_ONLY) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
     this.sensorEnergy(x, y, basis);
     return end === "lo" ? this.bounds.lo : this.bounds.hi;
+  }
+
+  /**
+   * The sensor's energy over anchor j's update window `w` into this.bounds: the same for every edge
+   * near the anchor, so kept per anchor until the window, the basis or (under a held sensor, whose
+   * bounds move as readings come in) the readings change.
+   */
+  private windowEnergy(j: number, w: Bound, basis: SensorModel): void {
+    const slot = j & (WINDOW_MEMO - 1);
+    const c = this.winMemo;
+    const at = slot * 7;
+    // Under a continuous sensor the bound is final once a reading lies past the window.
+    const p = this.power;
+    const final = basis === CONTINUOUS && p.head > 0 && p.atOf(p.head - 1) > w.hi;
+    const head = final ? -1 : p.head;
+    if (c[at] === j && c[at + 1] === basis && c[at + 2] === head && c[at + 3] === w.lo && c[at + 4] === w.hi) {
+      this.bounds.lo = c[at + 5] as number;
+      this.bounds.hi = c[at + 6] as number;
+      return;
+    }
+    this.sensorEnergy(w.lo, w.hi, basis);
+    c[at] = j;
+    c[at + 1] = basis;
+    c[at + 2] = head;
+    c[at + 3] = w.lo;
+    c[at + 4] = w.hi;
+    c[at + 5] = this.bounds.lo;
+    c[at + 6] = this.bounds.hi;
   }
 
   /** energyBounds over (x, y) into this.bounds (memoized, ./sensor-energy.ts). */

@@ -43,10 +43,11 @@ export class RingEdge implements Edge {
   faultsA = 0;
   faultsB = 0;
 
-  constructor(tNs: bigint, ring: SampleRing, hint = ring.head()) {
+  /** `t`, where the caller has it (an instant of the event log): tNs − ring.epochNs as a number. */
+  constructor(tNs: bigint, ring: SampleRing, hint = ring.head(), t = Number(tNs - ring.epochNs)) {
     this.tNs = tNs;
     this.ring = ring;
-    this.t = Number(tNs - ring.epochNs);
+    this.t = t;
     this.hint = hint;
   }
 
@@ -92,11 +93,20 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
     fail(e, "the window outlived the sampler's history");
     return false;
   }
-  for (; k < head; k++) {
-    if (!ring.read(k, s)) continue;
-    if (s.t > e.t) break;
+  let found = false;
+  if (ctx.fusion !== null) {
+    // The fused counter keeps every sample's stamp: find the one after the edge there.
+    const after = ctx.fusion.firstAfter(e.t, k);
+    found = after >= 0 && ring.read(after, s);
+    if (found) k = after;
+  } else {
+    for (; k < head; k++) {
+      if (!ring.read(k, s)) continue;
+      if (s.t > e.t) break;
+    }
+    found = k < head;
   }
-  if (k >= head) {
+  if (!found) {
     const failure = ring.failure();
     if (failure !== null) fail(e, failure);
     return false; // still pending

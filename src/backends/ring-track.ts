@@ -187,8 +187,10 @@ export class RingTrack implements Track, TrackReadings {
         log,
         // Not resolved here: a logged instant is recent, its sample after rarely exists yet, and
         // settle() resolves it when it does.
-        edgeAt: (t: number, ringHead: number): Edge =>
-          new RingEdge(ring.epochNs + BigInt(Math.round(t)), ring, ringHead),
+        edgeAt: (t: number, ringHead: number): Edge => {
+          const whole = Math.round(t);
+          return new RingEdge(ring.epochNs + BigInt(whole), ring, ringHead, whole);
+        },
       };
     }
     return this.shared;
