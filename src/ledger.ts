@@ -236,7 +236,10 @@ export class CardLedger {
       this.callHead = 0;
     }
     const waiters = this.waiters;
-    while (this.waitHead < waiters.length && (waiters[this.waitHead] as SettleWaiter).seq <= this.settledSeq) {
+    while (
+      this.waitHead < waiters.length &&
+      (waiters[this.waitHead] as SettleWaiter).seq <= this.settledSeq
+    ) {
       (waiters[this.waitHead] as SettleWaiter).done();
       this.waitHead += 1;
     }

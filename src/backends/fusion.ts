@@ -446,7 +446,13 @@ export class CounterFusion {
     const p = this.power;
     const final = basis === CONTINUOUS && p.head > 0 && p.atOf(p.head - 1) > w.hi;
     const head = final ? -1 : p.head;
-    if (c[at] === j && c[at + 1] === basis && c[at + 2] === head && c[at + 3] === w.lo && c[at + 4] === w.hi) {
+    if (
+      c[at] === j &&
+      c[at + 1] === basis &&
+      c[at + 2] === head &&
+      c[at + 3] === w.lo &&
+      c[at + 4] === w.hi
+    ) {
       this.bounds.lo = c[at + 5] as number;
       this.bounds.hi = c[at + 6] as number;
       return;
