@@ -115,6 +115,8 @@ export interface FusionReport {
 const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
 /** Reads in a row that must each show a change, and steps that must confirm a δ. */
 const FRESH_READS = 64;
+/** Fields of each sample kept for edges (see CounterFusion.sampleAt). */
+const SAMPLED = 5;
 /** Anchors whose update window's energy is kept (a power of two). */
 const WINDOW_MEMO = 16;
 const FRESH_STEPS = 32;
@@ -128,6 +130,11 @@ export class CounterFusion {
   private readonly anchorAt: Float64Array;
   /** Each sample's stamp (ns), by k % capacity; NaN where it could not be read. */
   private readonly times: Float64Array;
+  /**
+   * What an edge needs of each sample besides its stamp, by k % capacity (see sampleAt): counter,
+   * power, error code, faults, read duration.
+   */
+  private readonly sampled: Float64Array;
   // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,
   // the run of the counter (segment) it belongs to, and its locked window once computed.
   private aValue: number[] = [];
@@ -176,6 +183,7 @@ export class CounterFusion {
     this.judge = new SensorJudge(this.power);
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
     this.times = new Float64Array(ring.capacity).fill(Number.NaN);
+    this.sampled = new Float64Array(ring.capacity * SAMPLED);
   }
 
   /** Reads the samples written since the last call. */
@@ -200,7 +208,14 @@ export class CounterFusion {
         this.segment += 1;
         continue;
       }
-      this.times[k % ring.capacity] = s.t;
+      const slot = k % ring.capacity;
+      this.times[slot] = s.t;
+      const at = slot * SAMPLED;
+      this.sampled[at] = s.energyMj;
+      this.sampled[at + 1] = s.powerMw;
+      this.sampled[at + 2] = s.error;
+      this.sampled[at + 3] = s.faults;
+      this.sampled[at + 4] = s.readNs;
       const pt = Number.isFinite(s.powerT) ? s.powerT : s.t;
       this.power.push(pt, s.powerReadNs, this.usePower ? s.powerMw : Number.NaN);
       if ((s.flags & (FLAG.COUNTER_BACKWARDS | FLAG.COUNTER_JUMP | FLAG.READ_FAILED)) !== 0) {
@@ -244,6 +259,28 @@ export class CounterFusion {
       this.lastT = s.t;
       this.lastRead = s.readNs;
     }
+  }
+
+  /**
+   * Sample k as an edge needs it (stamp, counter, power, error code, faults, read duration) into
+   * `out`, from what update() kept: false when it could not be read or is no longer held (then
+   * `out` is left as it was). The other fields of `out` are not written.
+   */
+  sampleAt(k: number, out: Sample): boolean {
+    const cap = this.ring.capacity;
+    if (k < 0 || k >= this.processed || k < this.processed - cap) return false;
+    const slot = k % cap;
+    const t = this.times[slot] as number;
+    if (Number.isNaN(t)) return false;
+    const at = slot * SAMPLED;
+    const v = this.sampled;
+    out.t = t;
+    out.energyMj = v[at] as number;
+    out.powerMw = v[at + 1] as number;
+    out.error = v[at + 2] as number;
+    out.faults = v[at + 3] as number;
+    out.readNs = v[at + 4] as number;
+    return true;
   }
 
   /**

@@ -94,10 +94,11 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
     return false;
   }
   let found = false;
-  if (ctx.fusion !== null) {
-    // The fused counter keeps every sample's stamp: find the one after the edge there.
-    const after = ctx.fusion.firstAfter(e.t, k);
-    found = after >= 0 && ring.read(after, s);
+  const fusion = ctx.fusion;
+  if (fusion !== null) {
+    // The fused counter keeps every sample as an edge needs it: find the one after the edge there.
+    const after = fusion.firstAfter(e.t, k);
+    found = after >= 0 && fusion.sampleAt(after, s);
     if (found) k = after;
   } else {
     for (; k < head; k++) {
@@ -122,7 +123,7 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
   const pB = s.powerMw;
   const readB = s.readNs;
   const faultsB = s.faults;
-  if (!ring.read(k - 1, s)) {
+  if (!(fusion !== null ? fusion.sampleAt(k - 1, s) : ring.read(k - 1, s))) {
     fail(e, "the window outlived the sampler's history");
     return false;
   }

@@ -90,6 +90,11 @@ export class RingWaits<E> {
   private stall: Stall | null = null;
   private readonly backoff = new Backoff(STALL_RETRY_BASE_MS, STALL_RETRY_MAX_MS);
   private readonly scratch: Sample = emptySample();
+  /** periodMs's last answer, for its ring at its head. */
+  private periodRing: SampleRing | null = null;
+  private periodHead = -1;
+  private periodNs = -1;
+  private periodValue = 10;
 
   /** `now` is a monotonic clock in ms (performance.now); tests pass their own. */
   constructor(
@@ -173,8 +178,21 @@ export class RingWaits<E> {
   /** The sampler's period (ms): as set, or as observed over its last samples when it is slower. */
   periodMs(ring: SampleRing | null): number {
     if (ring === null) return 10;
-    const nominal = ring.periodNs() / 1e6;
     const head = ring.head();
+    const periodNs = ring.periodNs();
+    // The same until the next sample: a crowd of closes between two samples reads it once.
+    if (ring === this.periodRing && head === this.periodHead && periodNs === this.periodNs) {
+      return this.periodValue;
+    }
+    const value = this.observePeriodMs(ring, head, periodNs / 1e6);
+    this.periodRing = ring;
+    this.periodHead = head;
+    this.periodNs = periodNs;
+    this.periodValue = value;
+    return value;
+  }
+
+  private observePeriodMs(ring: SampleRing, head: number, nominal: number): number {
     const n = Math.min(OBSERVED_INTERVALS, head - 1, ring.capacity - 1);
     if (n < 1) return nominal;
     const s = this.scratch;
