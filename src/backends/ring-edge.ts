@@ -27,8 +27,6 @@ export class RingEdge implements Edge {
   /** The samples just before and after the edge, once the one after exists. */
   kA = -1;
   kB = -1;
-  vA = 0;
-  vB = 0;
   /** The cumulative value at the edge (mJ), and how far off it can be either way (mJ). */
   value = 0;
   errMj = 0;
@@ -140,8 +138,6 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
   e.kB = k;
   e.faultsA = s.faults;
   e.faultsB = faultsB;
-  e.vA = vA;
-  e.vB = vB;
   e.counterA = column === "energy" ? vA : Number.NaN;
   e.powerMw = Number.isNaN(pB) ? s.powerMw : pB;
   e.readNs = Math.max(readB, s.readNs);
