@@ -9,6 +9,7 @@
 //   3. CPU by thread (main, the card's sampler, the rest: V8's and libuv's helpers) at 10 and
 //      100 windows/s, as a share of one core more than the same loop unmetered.
 // Usage: npm run build:ts && node bench/window-cost.js [--quick] [--latency 0,100,1000]
+//   GIUL_BENCH_DIST=/other/checkout/dist measures another build (with GIUL_ADDON_PATH for its addon).
 // Prints a Markdown section for bench/RESULTS.md. Each latency runs in a process of its own.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -54,14 +55,15 @@ if (!argv.includes("--child")) {
     `## A window's cost: sequential and concurrent, close latency, CPU by thread`,
     ``,
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? "unknown"}, ${(totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; load average ${loadavg()[0].toFixed(1)} at the end.`,
-    `Command: \`npm run build:ts && node bench/window-cost.js${quick ? " --quick" : ""}\` (nvml_counter on the libnvidia-ml test double, default 10 ms period, shared attribution).`,
+    `Command: \`npm run build:ts && ${process.env.GIUL_BENCH_DIST ? `GIUL_BENCH_DIST=${process.env.GIUL_BENCH_DIST} ` : ""}node bench/window-cost.js${quick ? " --quick" : ""}\` (nvml_counter on the libnvidia-ml test double, default 10 ms period, shared attribution).`,
     ``,
     `**Per window** (forNode + open + 2 marks + close + result). Event loop: event-loop active time`,
-    `metered minus the same loop bare, per window. Calls: the synchronous time of the calls`,
-    `themselves. Close latency: from the closing edge to close() resolving.`,
+    `metered minus the same loop bare, per window. Main thread CPU: the same difference in the main`,
+    `thread's CPU time (schedstat), which leaves out time spent waiting for a core. Calls: the`,
+    `synchronous time of the calls themselves. Close latency: from the closing edge to close() resolving.`,
     ``,
-    `| NVML call | windows | event loop µs median / p90 | calls µs median / p90 | close latency ms median / p90 / p99 |`,
-    `|---:|---|---|---|---|`,
+    `| NVML call | windows | event loop µs median / p90 | main thread CPU µs median / p90 | calls µs median / p90 | close latency ms median / p90 / p99 |`,
+    `|---:|---|---|---|---|---|`,
   ];
   for (const r of results) {
     for (const [label, s] of [
@@ -69,7 +71,7 @@ if (!argv.includes("--child")) {
       ["1,000 concurrent", r.concurrent],
     ]) {
       lines.push(
-        `| ${r.latencyUs} µs | ${label} | ${f(s.loopUs[0])} / ${f(s.loopUs[1])} | ${f(s.callUs[0])} / ${f(s.callUs[1])} | ${f(s.closeMs[0], 2)} / ${f(s.closeMs[1], 2)} / ${f(s.closeMs[2], 2)} |`,
+        `| ${r.latencyUs} µs | ${label} | ${f(s.loopUs[0])} / ${f(s.loopUs[1])} | ${f(s.cpuUs[0])} / ${f(s.cpuUs[1])} | ${f(s.callUs[0])} / ${f(s.callUs[1])} | ${f(s.closeMs[0], 2)} / ${f(s.closeMs[1], 2)} / ${f(s.closeMs[2], 2)} |`,
       );
     }
   }
@@ -99,7 +101,7 @@ const dir = mkdtempSync(join(tmpdir(), "giul-window-cost-"));
 squareWaveScenario(dir, { device: "power_mode=instant", latencyUs });
 process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
 
-const { Meter } = await import(join(root, "dist", "index.js"));
+const { Meter } = await import(join(process.env.GIUL_BENCH_DIST ?? join(root, "dist"), "index.js"));
 /** Reasons of the windows that were not sampled (a share at or below idle, say): reported, not hidden. */
 const unmeasured = [];
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
@@ -159,18 +161,32 @@ async function concurrentRound(withMeter, n, callUs, closeMs) {
 /** Event-loop µs per window (metered minus bare, per round), call µs and close ms. */
 async function perWindow(round, n, rounds) {
   const loopUs = [];
+  const cpuUs = [];
   const callUs = [];
   const closeMs = [];
   for (let i = 0; i < rounds; i++) {
+    const c0 = mainCpuNs();
     const bare = await round(false, n, [], []);
+    const c1 = mainCpuNs();
     const metered = await round(true, n, callUs, closeMs);
+    const c2 = mainCpuNs();
     loopUs.push(((metered - bare) * 1000) / n);
+    cpuUs.push((c2 - c1 - (c1 - c0)) / 1000 / n);
   }
   return {
     loopUs: [median(loopUs), pct(loopUs, 90)],
+    cpuUs: [median(cpuUs), pct(cpuUs, 90)],
     callUs: [median(callUs), pct(callUs, 90)],
     closeMs: [median(closeMs), pct(closeMs, 90), pct(closeMs, 99)],
   };
+}
+
+/**
+ * The main thread's CPU run time so far (ns, schedstat): what it ran, without the time it sat
+ * runnable while other processes had the cores (which event-loop utilization counts as active).
+ */
+function mainCpuNs() {
+  return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[0]);
 }
 
 /** CPU run time of each thread of this process (ns), grouped. */

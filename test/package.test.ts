@@ -69,8 +69,9 @@ const HOST = `${process.platform}-${process.arch}`;
 // Grown with giul-proxy and giul/testing (was 450,000 / 1,300,000 with two tools and no subpath),
 // then with the fused energy counter (backends/fusion.ts, cadence.ts, power-model.ts: +22 KB packed,
 // +78 KB unpacked, in each bundle that holds the native backends); still under what source maps and
-// duplicated CLI bundles cost before (563,412 / 2,088,369).
-const BUDGET = { packed: 540_000, unpacked: 1_600_000 };
+// duplicated CLI bundles cost before (563,412 / 2,088,369); then with the cheaper window (running
+// sums of the sensor's energy, a copy of each sample for edges: 537,936 → 543,429 packed).
+const BUDGET = { packed: 550_000, unpacked: 1_600_000 };
 
 let tarball: string;
 let work: string;
