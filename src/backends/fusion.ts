@@ -28,7 +28,6 @@ import { CounterCadence } from "./cadence.js";
 import {
   CONTINUOUS,
   GainEvidence as Evidence,
-  energyBounds,
   HOLD,
   HOLD_AVERAGED,
   PowerReadings,
@@ -180,7 +179,7 @@ export class CounterFusion {
     this.usePower = kind === "instant";
     this.power = new PowerReadings(ring.capacity);
     this.memo = new SensorEnergyMemo(this.power);
-    this.judge = new SensorJudge(this.power);
+    this.judge = new SensorJudge(this.power, (x, y, model, out) => this.memo.energy(x, y, model, out));
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
     this.times = new Float64Array(ring.capacity).fill(Number.NaN);
     this.sampled = new Float64Array(ring.capacity * SAMPLED);
@@ -573,9 +572,9 @@ export class CounterFusion {
         if (this.freshDead[d]) continue;
         const fa = this.freshInstant(n, FRESH_NS[d] as number, this.wScratch);
         const fb = this.freshInstant(n + 1, FRESH_NS[d] as number, this.wOther);
-        energyBounds(this.power, fa.hi, fb.lo, CONTINUOUS, this.bounds);
+        this.memo.energy(fa.hi, fb.lo, CONTINUOUS, this.bounds);
         const inner = this.bounds.lo;
-        energyBounds(this.power, fa.lo, fb.hi, CONTINUOUS, this.bounds);
+        this.memo.energy(fa.lo, fb.hi, CONTINUOUS, this.bounds);
         const outer = this.bounds.hi;
         if (!Number.isFinite(outer) || !(outer > 0)) continue;
         const e = this.fresh[d] as Evidence;

@@ -317,7 +317,19 @@ export class SensorJudge {
   steps = 0;
   private contradicted = false;
 
-  constructor(power: PowerReadings) {
+  /**
+   * `energy` bounds the sensor's energy over a span as energyBounds does (fusion.ts passes its
+   * running sums, ./sensor-energy.ts, which give the same bounds without a walk).
+   */
+  constructor(
+    power: PowerReadings,
+    private readonly energy: (
+      x: number,
+      y: number,
+      model: SensorModel,
+      out: { lo: number; hi: number },
+    ) => void = (x, y, model, out) => energyBounds(power, x, y, model, out),
+  ) {
     this.power = power;
   }
 
@@ -344,9 +356,9 @@ export class SensorJudge {
     const widths: number[] = [];
     const ranges: [number, number][] = [];
     for (const model of SENSOR_MODELS) {
-      energyBounds(this.power, a.hi, b.lo, model, this.bounds);
+      this.energy(a.hi, b.lo, model, this.bounds);
       const inner = this.bounds.lo;
-      energyBounds(this.power, a.lo, b.hi, model, this.bounds);
+      this.energy(a.lo, b.hi, model, this.bounds);
       const outer = this.bounds.hi;
       ranges.push([inner, outer]);
       widths.push(outer - inner);
