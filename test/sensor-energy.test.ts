@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { energyBounds, PowerReadings, SENSOR_MODELS } from "../src/backends/power-model.js";
+import { medianOf } from "../src/backends/cadence.js";
+import { energyBounds, GainEvidence, PowerReadings, SENSOR_MODELS } from "../src/backends/power-model.js";
 import { SensorEnergyMemo } from "../src/backends/sensor-energy.js";
 
 // The memo (running sums under CONTINUOUS, a memo under the held readings) must give exactly what a
@@ -86,5 +87,51 @@ describe("SensorEnergyMemo", () => {
     energyBounds(p, 105e6, 305e6, 0, want);
     close(got.lo, want.lo);
     close(got.hi, want.hi);
+  });
+});
+
+describe("medianOf (the counter cadence's medians)", () => {
+  it("is the middle of the sorted values, found without sorting", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: -1e9, max: 1e9, noNaN: true }), { minLength: 1, maxLength: 70 }),
+        (xs) => {
+          const sorted = [...xs].sort((a, b) => a - b);
+          // === (not Object.is): 0 and −0 are the same middle.
+          expect(medianOf(Float64Array.from(xs), xs.length) === sorted[xs.length >> 1]).toBe(true);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe("GainEvidence (the gains the counter's steps allow)", () => {
+  it("keeps the intersection of the last steps' gains and counts the informative ones, as a pass over them does", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(
+            fc.double({ min: 0.3, max: 1.2, noNaN: true }),
+            fc.oneof(fc.double({ min: 0.8, max: 2.5, noNaN: true }), fc.constant(Number.POSITIVE_INFINITY)),
+            fc.boolean(),
+          ),
+          { minLength: 66, maxLength: 200 },
+        ),
+        (steps) => {
+          const e = new GainEvidence();
+          steps.forEach(([lo, hi, informative], i) => {
+            e.push(lo, hi, informative);
+            const last = steps.slice(Math.max(0, i + 1 - 64), i + 1);
+            const gLo = Math.max(0.5, ...last.map((s) => s[0]));
+            const gHi = Math.min(2, ...last.map((s) => s[1]));
+            expect(e.gainLo).toBe(gLo);
+            expect(e.gainHi).toBe(gHi);
+            expect(e.informativeCount).toBe(last.filter((s) => s[2]).length);
+          });
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 });

@@ -51,6 +51,8 @@ export class CounterCadence {
   private fitted = 0;
   /** A fit found no lattice: the cadence is irregular, and stays so for this run of the counter. */
   private irregular = false;
+  /** Scratch for medians (no array made per change). */
+  private readonly scratch = new Float64Array(FIT);
   private cacheLo: number[] = [];
   private cacheHi: number[] = [];
   private cacheKey: number[] = [];
@@ -165,16 +167,17 @@ export class CounterCadence {
     this.fitted = Math.max(0, this.fitted - n);
   }
 
+  /** The median interval between the last FIT changes' midpoints (every push asks it until a fit). */
   private medianDiff(): number {
     const n = this.lo.length;
-    const diffs: number[] = [];
+    const diffs = this.scratch;
+    let count = 0;
     for (let j = Math.max(1, n - FIT); j < n; j++) {
-      diffs.push(
+      diffs[count++] =
         ((this.lo[j] as number) + (this.hi[j] as number)) / 2 -
-          ((this.lo[j - 1] as number) + (this.hi[j - 1] as number)) / 2,
-      );
+        ((this.lo[j - 1] as number) + (this.hi[j - 1] as number)) / 2;
     }
-    return median(diffs);
+    return medianOf(diffs, count);
   }
 
   /** Fits the period over the last FIT changes (see the module's comment). */
@@ -184,10 +187,11 @@ export class CounterCadence {
     this.fitted = n;
     this.version += 1;
     const from = Math.max(0, n - FIT);
-    const widths: number[] = [];
-    for (let j = from; j < n; j++) widths.push((this.hi[j] as number) - (this.lo[j] as number));
     const s0 = this.medianDiff();
-    this.width = median(widths);
+    const widths = this.scratch;
+    let count = 0;
+    for (let j = from; j < n; j++) widths[count++] = (this.hi[j] as number) - (this.lo[j] as number);
+    this.width = medianOf(widths, count);
     this.sLo = Number.NaN;
     this.sHi = Number.NaN;
     // A counter that changes about as often as it is read has no lattice to find from the reads;
@@ -268,6 +272,37 @@ function argmax(f: (x: number) => number, a: number, b: number): number {
     }
   }
   return (a + b) / 2;
+}
+
+/**
+ * The middle value (the element at n >> 1 once sorted, as median() gives) of the first `n` of
+ * `xs`, found in place by selection rather than a sort; `xs` is reordered.
+ */
+export function medianOf(xs: Float64Array, n: number): number {
+  if (n === 0) return Number.NaN;
+  const k = n >> 1;
+  let lo = 0;
+  let hi = n - 1;
+  while (lo < hi) {
+    const pivot = xs[(lo + hi) >> 1] as number;
+    let i = lo;
+    let j = hi;
+    while (i <= j) {
+      while ((xs[i] as number) < pivot) i++;
+      while ((xs[j] as number) > pivot) j--;
+      if (i <= j) {
+        const t = xs[i] as number;
+        xs[i] = xs[j] as number;
+        xs[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return xs[k] as number;
+  }
+  return xs[k] as number;
 }
 
 function median(xs: readonly number[]): number {

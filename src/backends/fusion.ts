@@ -166,6 +166,9 @@ export class CounterFusion {
   private readonly wScratch: Bound = { lo: 0, hi: 0 };
   private readonly wOther: Bound = { lo: 0, hi: 0 };
   private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
+  /** Scratch for checkStep: the two updates' instants. */
+  private readonly stepA: Bound = { lo: 0, hi: 0 };
+  private readonly stepB: Bound = { lo: 0, hi: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
   private basisNow: Basis = COUNTER_ONLY;
   /** windowEnergy's entries: anchor, basis, readings' head, window lo and hi, energy lo and hi. */
@@ -559,8 +562,8 @@ export class CounterFusion {
    */
   private checkStep(n: number): void {
     if (!this.usePower || n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
-    const a = this.locked(n, { lo: 0, hi: 0 });
-    const b = this.locked(n + 1, { lo: 0, hi: 0 });
+    const a = this.locked(n, this.stepA);
+    const b = this.locked(n + 1, this.stepB);
     if (!Number.isFinite(a.lo)) return;
     const dv =
       (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
@@ -578,8 +581,8 @@ export class CounterFusion {
         const outer = this.bounds.hi;
         if (!Number.isFinite(outer) || !(outer > 0)) continue;
         const e = this.fresh[d] as Evidence;
-        const [gLo, gHi] = stepGain(dv, inner, outer);
-        e.push(gLo, gHi, true);
+        stepGain(dv, inner, outer, this.anchorScratch);
+        e.push(this.anchorScratch.lo, this.anchorScratch.hi, true);
         if (!e.consistent()) this.freshDead[d] = true;
       }
     }

@@ -265,23 +265,56 @@ export class GainEvidence {
   /** No one gain has suited the steps at some point. */
   private contradicted = false;
 
+  /**
+   * The steps' entry numbers whose lo is largest and hi smallest over the last EVIDENCE, each a
+   * monotonic queue (a ring of EVIDENCE slots from its head): every push is O(1) amortized, not a
+   * pass over the EVIDENCE steps (six pushes per counter step).
+   */
+  private readonly maxLo = new Float64Array(EVIDENCE);
+  private readonly minHi = new Float64Array(EVIDENCE);
+  private maxHead = 0;
+  private maxLen = 0;
+  private minHead = 0;
+  private minLen = 0;
+
   push(lo: number, hi: number, informative: boolean): void {
-    const slot = this.count % EVIDENCE;
+    const n = this.count;
+    const slot = n % EVIDENCE;
+    if (n >= EVIDENCE) this.informativeCount -= this.informative[slot] as number;
     this.lo[slot] = lo;
     this.hi[slot] = hi;
     this.informative[slot] = informative ? 1 : 0;
-    this.count += 1;
-    let gLo: number = GAIN_LIMITS[0];
-    let gHi: number = GAIN_LIMITS[1];
-    let inf = 0;
-    for (let j = 0; j < Math.min(this.count, EVIDENCE); j++) {
-      gLo = Math.max(gLo, this.lo[j] as number);
-      gHi = Math.min(gHi, this.hi[j] as number);
-      inf += this.informative[j] as number;
+    this.informativeCount += informative ? 1 : 0;
+    this.count = n + 1;
+    const oldest = n + 1 - EVIDENCE;
+    // Largest lo: drop from the front the steps gone, from the back those no larger than the new
+    // one (they can never be the largest again), then queue the new one; smallest hi alike.
+    while (this.maxLen > 0 && (this.maxLo[this.maxHead] as number) < oldest) {
+      this.maxHead = (this.maxHead + 1) % EVIDENCE;
+      this.maxLen -= 1;
     }
+    while (this.maxLen > 0) {
+      const back = this.maxLo[(this.maxHead + this.maxLen - 1) % EVIDENCE] as number;
+      if ((this.lo[back % EVIDENCE] as number) > lo) break;
+      this.maxLen -= 1;
+    }
+    this.maxLo[(this.maxHead + this.maxLen) % EVIDENCE] = n;
+    this.maxLen += 1;
+    while (this.minLen > 0 && (this.minHi[this.minHead] as number) < oldest) {
+      this.minHead = (this.minHead + 1) % EVIDENCE;
+      this.minLen -= 1;
+    }
+    while (this.minLen > 0) {
+      const back = this.minHi[(this.minHead + this.minLen - 1) % EVIDENCE] as number;
+      if ((this.hi[back % EVIDENCE] as number) < hi) break;
+      this.minLen -= 1;
+    }
+    this.minHi[(this.minHead + this.minLen) % EVIDENCE] = n;
+    this.minLen += 1;
+    const gLo = Math.max(GAIN_LIMITS[0], this.lo[(this.maxLo[this.maxHead] as number) % EVIDENCE] as number);
+    const gHi = Math.min(GAIN_LIMITS[1], this.hi[(this.minHi[this.minHead] as number) % EVIDENCE] as number);
     this.gainLo = gLo;
     this.gainHi = gHi;
-    this.informativeCount = inf;
     if (!(gLo <= gHi)) this.contradicted = true;
   }
 
@@ -313,6 +346,10 @@ export class SensorJudge {
   private readonly power: PowerReadings;
   private readonly byModel = SENSOR_MODELS.map(() => new GainEvidence());
   private readonly bounds = { lo: 0, hi: 0 };
+  /** Scratch for check(): each model's least energy inside a step and most over it, a step's gains. */
+  private readonly inner = new Float64Array(SENSOR_MODELS.length);
+  private readonly outer = new Float64Array(SENSOR_MODELS.length);
+  private readonly gain = { lo: 0, hi: 0 };
   /** Closed steps checked, and whether the counter contradicted a continuous sensor. */
   steps = 0;
   private contradicted = false;
@@ -353,29 +390,29 @@ export class SensorJudge {
    * `b` (instants, ns).
    */
   check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): void {
-    const widths: number[] = [];
-    const ranges: [number, number][] = [];
+    const inner = this.inner;
+    const outer = this.outer;
     for (const model of SENSOR_MODELS) {
       this.energy(a.hi, b.lo, model, this.bounds);
-      const inner = this.bounds.lo;
+      inner[model] = this.bounds.lo;
       this.energy(a.lo, b.hi, model, this.bounds);
-      const outer = this.bounds.hi;
-      ranges.push([inner, outer]);
-      widths.push(outer - inner);
+      outer[model] = this.bounds.hi;
     }
+    const looser = (outer[HOLD_AVERAGED] as number) - (inner[HOLD_AVERAGED] as number);
+    const continuousWidth = (outer[CONTINUOUS] as number) - (inner[CONTINUOUS] as number);
     let counted = false;
     for (const model of SENSOR_MODELS) {
-      const [inner, outer] = ranges[model] as [number, number];
-      if (!Number.isFinite(outer) || !(outer > 0)) continue;
-      const [gLo, gHi] = stepGain(dvMj, inner, outer);
-      const looser = widths[HOLD_AVERAGED] as number;
+      const innerMj = inner[model] as number;
+      const outerMj = outer[model] as number;
+      if (!Number.isFinite(outerMj) || !(outerMj > 0)) continue;
+      stepGain(dvMj, innerMj, outerMj, this.gain);
       // Evidence for a continuous sensor counts where a held one would have been looser.
       const informative =
         model !== CONTINUOUS ||
         !Number.isFinite(looser) ||
-        looser - (widths[CONTINUOUS] as number) > INFORMATIVE_SHARE * dvMj;
+        looser - continuousWidth > INFORMATIVE_SHARE * dvMj;
       const e = this.byModel[model] as GainEvidence;
-      e.push(gLo, gHi, informative);
+      e.push(this.gain.lo, this.gain.hi, informative);
       if (model === CONTINUOUS && !e.consistent()) this.contradicted = true;
       counted = true;
     }

@@ -230,12 +230,13 @@ export function anchorAfter(
 }
 
 /**
- * The sensor gains a closed counter step allows (true power = gain × sensor): its difference
- * `dvMj` (to a read quantum at each end) lies between the least energy the sensor allows inside
- * the step (`innerMinMj`, from the latest first update to the earliest second one) and the most it
- * allows over it (`outerMaxMj`).
+ * The sensor gains a closed counter step allows (true power = gain × sensor), into `out`: its
+ * difference `dvMj` (to a read quantum at each end) lies between the least energy the sensor
+ * allows inside the step (`innerMinMj`, from the latest first update to the earliest second one)
+ * and the most it allows over it (`outerMaxMj`).
  */
-export function stepGain(dvMj: number, innerMinMj: number, outerMaxMj: number): [number, number] {
+export function stepGain(dvMj: number, innerMinMj: number, outerMaxMj: number, out: Bound): void {
   const q = 2 * COUNTER_READ_QUANTUM_MJ;
-  return [(dvMj - q) / outerMaxMj, innerMinMj > 0 ? (dvMj + q) / innerMinMj : Number.POSITIVE_INFINITY];
+  out.lo = (dvMj - q) / outerMaxMj;
+  out.hi = innerMinMj > 0 ? (dvMj + q) / innerMinMj : Number.POSITIVE_INFINITY;
 }
