@@ -27,7 +27,8 @@ if (!real) {
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
 }
 
-const { Meter } = await import(join(root, "dist", "index.js"));
+// GIUL_BENCH_DIST=/other/checkout/dist measures another build (with GIUL_ADDON_PATH for its addon).
+const { Meter } = await import(join(process.env.GIUL_BENCH_DIST ?? join(root, "dist"), "index.js"));
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
 
 // ---- 1. event-loop time per window ------------------------------------------------------------
