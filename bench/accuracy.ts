@@ -2,7 +2,7 @@
 // the sampling thread reads it, test/fakes/synthetic.ts) and scored against the exact energy of
 // the trace over each window's own edges. Run through bench/accuracy.js:
 //
-//   node bench/accuracy.js [--windows 10000] [--json out.json]
+//   node bench/accuracy.js [--windows 10000] [--period 10] [--json out.json]
 //
 // Every figure is above idle (60 W). "bar %" is the record's uncertaintyJoules as a share of its
 // figure; "|err| %" the error as a share of the truth; "outside" the sampled windows whose error
@@ -32,7 +32,8 @@ const jsonOut = arg("--json", "");
 const IDLE_W = 60;
 /** The sampler as native/sampler.cc runs it now (golden-ratio offsets; "none" before). */
 const SAMPLER: SamplerModel = {
-  periodMs: 10,
+  // The Meter's periodMs (default 10).
+  periodMs: Number(arg("--period", "10")),
   dither: arg("--dither", "golden") as "golden" | "none",
   // Each edge asks the sampler for a read (the doorbell); --no-edge-reads: periodic reads only.
   readsAtEdges: !process.argv.includes("--no-edge-reads"),

@@ -167,8 +167,10 @@ process.exit(0);
     child.stdin.write("go\n");
     await seen("answer");
     await sleep(100);
-    sc.update({ callsFile: calls, devices: [{ power: 180 }] });
+    // Counted before the card answers again: the sampler, still lingering, may ask for it again
+    // within its own retry period, before this line would run after the update.
     const answered = readFileSync(calls, "utf8").split("\n").length;
+    sc.update({ callsFile: calls, devices: [{ power: 180 }] });
     child.stdin.write("go\n");
     const code = await new Promise((r) => child.on("exit", r));
     expect(code).toBe(0);
