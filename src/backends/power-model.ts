@@ -229,18 +229,32 @@ export function energyBounds(
     const t0 = p.atOf(i);
     const t1 = p.atOf(i + 1);
     if (t0 >= y) break;
-    const from = Math.max(t0, x);
-    const to = Math.min(t1, y);
-    if (!(to > from)) continue;
-    p.range(i, model, span);
-    const len = (to - from) / 1e9;
-    const slack =
-      ((span.max - span.min) *
-        ((p.readNs[i % p.capacity] as number) + (p.readNs[(i + 1) % p.capacity] as number))) /
-      4e9;
-    out.lo += Math.max(0, span.min * len - slack);
-    out.hi += span.max * len + slack;
+    addIntervalBound(p, i, Math.max(t0, x), Math.min(t1, y), model, out);
   }
+}
+
+/**
+ * Adds to `out` the bounds of interval k (between readings k and k + 1) over (from, to) inside it
+ * (nothing when empty): its least and most power times the piece's length, widened by the
+ * uncertainty of the readings' instants — energyBounds' term for that interval.
+ */
+export function addIntervalBound(
+  p: PowerReadings,
+  k: number,
+  from: number,
+  to: number,
+  model: SensorModel,
+  out: { lo: number; hi: number },
+): void {
+  if (!(to > from)) return;
+  p.range(k, model, span);
+  const len = (to - from) / 1e9;
+  const slack =
+    ((span.max - span.min) *
+      ((p.readNs[k % p.capacity] as number) + (p.readNs[(k + 1) % p.capacity] as number))) /
+    4e9;
+  out.lo += Math.max(0, span.min * len - slack);
+  out.hi += span.max * len + slack;
 }
 
 /** Closed counter steps remembered as evidence. */

@@ -12,13 +12,16 @@
  * Only the two partial intervals at the ends are computed for each span. The result is
  * energyBounds' own, summed in another order.
  */
-import { CONTINUOUS, energyBounds, type PowerReadings, type SensorModel } from "./power-model.js";
+import {
+  addIntervalBound as addPart,
+  CONTINUOUS,
+  energyBounds,
+  type PowerReadings,
+  type SensorModel,
+} from "./power-model.js";
 
 /** Entries of the memo: a direct-mapped table keyed by (first reading, count, model). */
 const MEMO = 512;
-
-/** Scratch for PowerReadings.range. */
-const span = { min: 0, max: 0 };
 
 export class SensorEnergyMemo {
   private readonly memoKey = new Float64Array(MEMO).fill(-1);
@@ -144,27 +147,4 @@ export class SensorEnergyMemo {
   private sumBadOf(k: number): number {
     return this.sumBad[k % this.power.capacity] as number;
   }
-}
-
-/**
- * Adds to `out` the bounds of interval k (between readings k and k + 1) over (from, to) inside it:
- * the term energyBounds sums for that interval.
- */
-function addPart(
-  p: PowerReadings,
-  k: number,
-  from: number,
-  to: number,
-  model: SensorModel,
-  out: { lo: number; hi: number },
-): void {
-  if (!(to > from)) return;
-  p.range(k, model, span);
-  const len = (to - from) / 1e9;
-  const slack =
-    ((span.max - span.min) *
-      ((p.readNs[k % p.capacity] as number) + (p.readNs[(k + 1) % p.capacity] as number))) /
-    4e9;
-  out.lo += Math.max(0, span.min * len - slack);
-  out.hi += span.max * len + slack;
 }
