@@ -228,35 +228,41 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
     );
     let worst = 0;
     let sum = 0;
+    let unsampled = 0;
     done.forEach((m, i) => {
       const e = m.result();
       const t = edges(m);
       // The whole card over the window's own edges, as an exclusive window measures it.
       const card = truthAbove(t.open, t.close);
-      if (e.method !== "sampled")
-        console.log(
-          e.reason,
-          "; bar",
-          e.uncertaintyJoules,
-          "; truth share",
-          truth.shares[i],
-          "; concurrency",
-          e.concurrency,
-        );
-      expect(e.method).toBe("sampled");
+      const share = truth.shares[i] as number;
       expect(e.attribution).toBe("shared");
+      expect(e.concurrency?.max).toBeGreaterThan(1);
+      if (e.method !== "sampled") {
+        // With about 1,000 windows open, a window's share (a few hundredths of a joule) is far
+        // inside its bar, so its figure can come out at or below zero: the rules never report that
+        // as a measured zero. Allowed only so, with the truth within the bar of that figure.
+        console.log(e.reason, "; bar", e.uncertaintyJoules, "; truth share", share);
+        const figure = Number(/share was (-?[\d.]+) J above idle/.exec(e.reason ?? "")?.[1]);
+        expect(figure).toBeLessThanOrEqual(0);
+        // The figure in the reason is rounded to the mJ.
+        expect(Math.abs(figure - share)).toBeLessThanOrEqual((e.uncertaintyJoules as number) + 0.001);
+        unsampled += 1;
+        sum += figure;
+        return;
+      }
       within(e.cardJoules, card);
       worst = Math.max(worst, Math.abs((e.cardJoules as number) - card) / card);
       // Its share, against the exact weighted fair share, within its own bar.
-      const share = truth.shares[i] as number;
       expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
         (e.uncertaintyJoules as number) + Math.abs(share) * 0.01,
       );
-      expect(e.concurrency?.max).toBeGreaterThan(1);
       sum += e.joules as number;
     });
+    expect(unsampled).toBeLessThanOrEqual(10);
     // The shares add up to the card over the union of the windows.
-    expect(Math.abs(sum - truth.unionAbove)).toBeLessThanOrEqual(truth.unionAbove * 0.001 + STEP_J);
+    expect(Math.abs(sum - truth.unionAbove)).toBeLessThanOrEqual(
+      truth.unionAbove * 0.001 + STEP_J + unsampled * 0.001,
+    );
     console.log(
       `1,000 concurrent windows: worst relative error of the card figure ${(worst * 100).toFixed(3)}%`,
     );

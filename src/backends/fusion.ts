@@ -35,6 +35,7 @@ import {
   type SensorModel,
 } from "./power-model.js";
 import { emptySample, FLAG, type Sample, type SampleRing } from "./ring.js";
+import { SampleCopy } from "./sample-copy.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
 import {
   anchorAfter,
@@ -114,11 +115,9 @@ export interface FusionReport {
 const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
 /** Reads in a row that must each show a change, and steps that must confirm a δ. */
 const FRESH_READS = 64;
-/** Fields of each sample kept for edges (see CounterFusion.sampleAt). */
-const SAMPLED = 5;
+const FRESH_STEPS = 32;
 /** Anchors whose update window's energy is kept (a power of two). */
 const WINDOW_MEMO = 16;
-const FRESH_STEPS = 32;
 
 export class CounterFusion {
   private readonly ring: SampleRing;
@@ -127,13 +126,8 @@ export class CounterFusion {
   private readonly s: Sample = emptySample();
   /** The anchor in force at each sample (its global number), by k % capacity; −1: none. */
   private readonly anchorAt: Float64Array;
-  /** Each sample's stamp (ns), by k % capacity; NaN where it could not be read. */
-  private readonly times: Float64Array;
-  /**
-   * What an edge needs of each sample besides its stamp, by k % capacity (see sampleAt): counter,
-   * power, error code, faults, read duration.
-   */
-  private readonly sampled: Float64Array;
+  /** What edges need of each sample, copied as it is digested (./sample-copy.ts). */
+  private readonly copy: SampleCopy;
   // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,
   // the run of the counter (segment) it belongs to, and its locked window once computed.
   private aValue: number[] = [];
@@ -184,8 +178,7 @@ export class CounterFusion {
     this.memo = new SensorEnergyMemo(this.power);
     this.judge = new SensorJudge(this.power, (x, y, model, out) => this.memo.energy(x, y, model, out));
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
-    this.times = new Float64Array(ring.capacity).fill(Number.NaN);
-    this.sampled = new Float64Array(ring.capacity * SAMPLED);
+    this.copy = new SampleCopy(ring.capacity);
   }
 
   /** Reads the samples written since the last call. */
@@ -203,21 +196,14 @@ export class CounterFusion {
     for (; this.processed < head; this.processed++) {
       const k = this.processed;
       if (!ring.read(k, s)) {
-        this.times[k % ring.capacity] = Number.NaN;
+        this.copy.write(k, null);
         this.power.push(Number.NaN, 0, Number.NaN);
         this.anchorAt[k % ring.capacity] = -1;
         this.lastEnergy = Number.NaN;
         this.segment += 1;
         continue;
       }
-      const slot = k % ring.capacity;
-      this.times[slot] = s.t;
-      const at = slot * SAMPLED;
-      this.sampled[at] = s.energyMj;
-      this.sampled[at + 1] = s.powerMw;
-      this.sampled[at + 2] = s.error;
-      this.sampled[at + 3] = s.faults;
-      this.sampled[at + 4] = s.readNs;
+      this.copy.write(k, s);
       const pt = Number.isFinite(s.powerT) ? s.powerT : s.t;
       this.power.push(pt, s.powerReadNs, this.usePower ? s.powerMw : Number.NaN);
       if ((s.flags & (FLAG.COUNTER_BACKWARDS | FLAG.COUNTER_JUMP | FLAG.READ_FAILED)) !== 0) {
@@ -264,58 +250,23 @@ export class CounterFusion {
   }
 
   /**
-   * Sample k as an edge needs it (stamp, counter, power, error code, faults, read duration) into
-   * `out`, from what update() kept: false when it could not be read or is no longer held (then
-   * `out` is left as it was). The other fields of `out` are not written.
+   * Sample k as an edge needs it into `out` (./sample-copy.ts read): false when it could not be
+   * read or is no longer held. No walk of the ring itself.
    */
   sampleAt(k: number, out: Sample): boolean {
-    const cap = this.ring.capacity;
-    if (k < 0 || k >= this.processed || k < this.processed - cap) return false;
-    const slot = k % cap;
-    const t = this.times[slot] as number;
-    if (Number.isNaN(t)) return false;
-    const at = slot * SAMPLED;
-    const v = this.sampled;
-    out.t = t;
-    out.energyMj = v[at] as number;
-    out.powerMw = v[at + 1] as number;
-    out.error = v[at + 2] as number;
-    out.faults = v[at + 3] as number;
-    out.readNs = v[at + 4] as number;
-    return true;
+    return this.copy.read(k, out);
   }
 
-  /**
-   * The first sample from `kFrom` on whose stamp is after `t`, from the stamps update() kept (no
-   * walk of the ring itself); −1 while none is written yet. Samples that could not be read are
-   * skipped, as are those no longer held.
-   */
+  /** The first sample from `kFrom` on stamped after `t`, −1 while none is written yet. */
   firstAfter(t: number, kFrom: number): number {
     this.update();
-    const cap = this.ring.capacity;
-    for (let k = Math.max(kFrom, this.processed - cap); k < this.processed; k++) {
-      if ((this.times[k % cap] as number) > t) return k;
-    }
-    return -1;
+    return this.copy.firstAfter(t, kFrom);
   }
 
-  /**
-   * The longest interval between two readable samples among kFrom..kTo (ns), from the stamps
-   * update() kept (no walk of the ring itself); samples no longer held are skipped.
-   */
+  /** The longest interval between two readable samples among kFrom..kTo (ns). */
   maxGap(kFrom: number, kTo: number): number {
     this.update();
-    const cap = this.ring.capacity;
-    const times = this.times;
-    let gap = 0;
-    let prev = Number.NaN;
-    for (let k = Math.max(kFrom, this.processed - cap); k <= kTo && k < this.processed; k++) {
-      const t = times[k % cap] as number;
-      if (Number.isNaN(t)) continue;
-      if (t - prev > gap) gap = t - prev;
-      prev = t;
-    }
-    return gap;
+    return this.copy.maxGap(kFrom, kTo);
   }
 
   /** The sensor model the counter supports now, or COUNTER_ONLY. */
