@@ -37,6 +37,7 @@ import type { Edge, EventLogEntry, SharedLog, Track } from "./backends/track.js"
 import { aboveIdle, type Concurrency } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { inverse, LedgerEvent, LedgerWindow, type ShareResult } from "./ledger-event.js";
+import { SettleFrontier } from "./ledger-settle.js";
 
 export { LedgerEvent, LedgerWindow, type ShareResult } from "./ledger-event.js";
 
@@ -75,15 +76,8 @@ export class CardLedger {
   private stackSeq: number[] = [];
   /** The newest event whose edge has been handed to track.settle(). */
   private requestedSeq = -1;
-  /**
-   * The track.settle() calls in flight, oldest first from `callHead`; the newest event through
-   * which every call has finished; the closes waiting for that to reach theirs, by seq.
-   */
-  private calls: SettleCall[] = [];
-  private callHead = 0;
-  private settledSeq = -1;
-  private waiters: SettleWaiter[] = [];
-  private waitHead = 0;
+  /** How far the track has settled the events' edges (./ledger-settle.ts). */
+  private readonly frontier = new SettleFrontier();
   /** The process-wide log read, the next entry to read from it, this environment's open windows. */
   private log: SharedLog["log"] | null = null;
   private cursor = 0;
@@ -200,53 +194,12 @@ export class CardLedger {
       const edges: Edge[] = [];
       for (let i = from; i <= to; i++) edges.push((this.pending[i] as LedgerEvent).edge);
       this.requestedSeq = event.seq;
-      const call: SettleCall = { through: event.seq, done: false };
-      this.calls.push(call);
-      const finished = (): void => {
-        call.done = true;
-        this.advance();
-      };
       // settle() never rejects; whatever it could not settle is measured as broken below.
-      this.track.settle(edges).then(finished, finished);
+      this.frontier.add(event.seq, this.track.settle(edges));
     }
-    if (this.settledSeq < event.seq) {
-      await new Promise<void>((done) => this.waitFor(event.seq, done));
-    }
+    const reached = this.frontier.reached(event.seq);
+    if (reached !== null) await reached;
     this.account(event);
-  }
-
-  /** Queues a wait until every settle call through `seq` has finished, in seq order. */
-  private waitFor(seq: number, done: () => void): void {
-    const waiters = this.waiters;
-    let at = waiters.length;
-    while (at > this.waitHead && (waiters[at - 1] as SettleWaiter).seq > seq) at -= 1;
-    if (at === waiters.length) waiters.push({ seq, done });
-    else waiters.splice(at, 0, { seq, done });
-  }
-
-  /** Moves the settled frontier over the finished calls, oldest first, and wakes who it passed. */
-  private advance(): void {
-    const calls = this.calls;
-    while (this.callHead < calls.length && (calls[this.callHead] as SettleCall).done) {
-      this.settledSeq = (calls[this.callHead] as SettleCall).through;
-      this.callHead += 1;
-    }
-    if (this.callHead === calls.length) {
-      calls.length = 0;
-      this.callHead = 0;
-    }
-    const waiters = this.waiters;
-    while (
-      this.waitHead < waiters.length &&
-      (waiters[this.waitHead] as SettleWaiter).seq <= this.settledSeq
-    ) {
-      (waiters[this.waitHead] as SettleWaiter).done();
-      this.waitHead += 1;
-    }
-    if (this.waitHead === waiters.length) {
-      waiters.length = 0;
-      this.waitHead = 0;
-    }
   }
 
   /**
@@ -492,18 +445,6 @@ export class CardLedger {
     }
     e.resolved = true;
   }
-}
-
-/** One track.settle() call: the newest event it covers, and whether it has finished. */
-interface SettleCall {
-  readonly through: number;
-  done: boolean;
-}
-
-/** A settleThrough() waiting for every call through `seq` to finish. */
-interface SettleWaiter {
-  readonly seq: number;
-  readonly done: () => void;
 }
 
 const ledgers = new WeakMap<Track, CardLedger>();
