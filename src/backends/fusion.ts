@@ -25,11 +25,12 @@
  * Times are ns relative to the ring's epoch, energy mJ, power mW.
  */
 import { CounterCadence } from "./cadence.js";
+import { type FusionReport, fusionReport } from "./fusion-report.js";
 import {
+  type Basis,
   CONTINUOUS,
+  COUNTER_ONLY,
   GainEvidence as Evidence,
-  HOLD,
-  HOLD_AVERAGED,
   PowerReadings,
   SensorJudge,
   type SensorModel,
@@ -54,9 +55,8 @@ interface EdgeBound extends Bound {
 /** What a ring's power readings are. */
 export type PowerKind = "instant" | "averaged";
 
-/** How an edge was bounded: a sensor model, or the counter alone. */
-export const COUNTER_ONLY = 3;
-export type Basis = SensorModel | typeof COUNTER_ONLY;
+export type { FusionReport } from "./fusion-report.js";
+export { type Basis, COUNTER_ONLY } from "./power-model.js";
 
 /**
  * Where CounterFusion.at writes the fused cumulative energy at an instant (an edge: RingEdge has
@@ -76,37 +76,6 @@ export interface FusedTarget {
  */
 export type FusedOutcome = boolean | string;
 
-/** Names of the bases, for reports. */
-const BASIS_NAMES: Readonly<Record<Basis, string>> = {
-  [CONTINUOUS]: "continuous sensor",
-  [HOLD]: "held sensor",
-  [HOLD_AVERAGED]: "held and averaging sensor",
-  [COUNTER_ONLY]: "counter alone",
-};
-
-/** What CounterFusion.report says. */
-export interface FusionReport {
-  /** How edges are bounded now. */
-  readonly basis: string;
-  /** The counter's cadence (cadence.ts report) and whether it is taken as of each read. */
-  readonly counter: {
-    readonly periodNs: [number, number] | null;
-    readonly irregular: boolean;
-    readonly readIntervalNs: number;
-    readonly lockedNs: number;
-    readonly changeEveryRead: boolean;
-  };
-  /** Share of power readings that differed from the one before (1: the sensor refreshes faster than reads). */
-  readonly powerChangedShare: number;
-  /** An upper bound on the sensor's refresh, and its shortest run of one value (ns). */
-  readonly refreshUpperNs: number;
-  readonly shortestRunNs: number;
-  /** The sensor's gain against the counter (true = gain × sensor), null without one. */
-  readonly gain: [number, number] | null;
-  /** Closed counter steps checked. */
-  readonly steps: number;
-}
-
 /**
  * A counter that changes at every read may be one that updates continuously (or far more often
  * than it is read): its value at a read is then as of an instant at most δ before the read. Each δ
@@ -116,8 +85,6 @@ const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
 /** Reads in a row that must each show a change, and steps that must confirm a δ. */
 const FRESH_READS = 64;
 const FRESH_STEPS = 32;
-/** Anchors whose update window's energy is kept (a power of two). */
-const WINDOW_MEMO = 16;
 
 export class CounterFusion {
   private readonly ring: SampleRing;
@@ -165,8 +132,6 @@ export class CounterFusion {
   private readonly stepB: Bound = { lo: 0, hi: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
   private basisNow: Basis = COUNTER_ONLY;
-  /** windowEnergy's entries: anchor, basis, readings' head, window lo and hi, energy lo and hi. */
-  private readonly winMemo = new Float64Array(WINDOW_MEMO * 7).fill(Number.NaN);
   private readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
@@ -279,16 +244,14 @@ export class CounterFusion {
   report(): FusionReport {
     this.update();
     const basis = this.basis();
-    const e = basis === COUNTER_ONLY ? null : this.judge.evidence(basis);
-    return {
-      basis: BASIS_NAMES[basis],
-      counter: { ...this.cadence.report(), changeEveryRead: Number.isFinite(this.freshDelta()) },
-      powerChangedShare: this.power.changes / Math.max(1, this.power.head),
-      refreshUpperNs: this.power.refreshUpperNs,
-      shortestRunNs: this.power.shortestRunNs,
-      gain: e === null ? null : [e.gainLo, e.gainHi],
+    return fusionReport({
+      basis,
+      gain: basis === COUNTER_ONLY ? null : this.judge.evidence(basis),
+      counter: this.cadence.report(),
+      changeEveryRead: Number.isFinite(this.freshDelta()),
+      power: this.power,
       steps: this.judge.steps,
-    };
+    });
   }
 
   /**
@@ -423,38 +386,9 @@ export class CounterFusion {
     return end === "lo" ? this.bounds.lo : this.bounds.hi;
   }
 
-  /**
-   * The sensor's energy over anchor j's update window `w` into this.bounds: the same for every edge
-   * near the anchor, so kept per anchor until the window, the basis or (under a held sensor, whose
-   * bounds move as readings come in) the readings change.
-   */
+  /** The sensor's energy over anchor j's update window `w` into this.bounds (kept per anchor). */
   private windowEnergy(j: number, w: Bound, basis: SensorModel): void {
-    const slot = j & (WINDOW_MEMO - 1);
-    const c = this.winMemo;
-    const at = slot * 7;
-    // Under a continuous sensor the bound is final once a reading lies past the window.
-    const p = this.power;
-    const final = basis === CONTINUOUS && p.head > 0 && p.atOf(p.head - 1) > w.hi;
-    const head = final ? -1 : p.head;
-    if (
-      c[at] === j &&
-      c[at + 1] === basis &&
-      c[at + 2] === head &&
-      c[at + 3] === w.lo &&
-      c[at + 4] === w.hi
-    ) {
-      this.bounds.lo = c[at + 5] as number;
-      this.bounds.hi = c[at + 6] as number;
-      return;
-    }
-    this.sensorEnergy(w.lo, w.hi, basis);
-    c[at] = j;
-    c[at + 1] = basis;
-    c[at + 2] = head;
-    c[at + 3] = w.lo;
-    c[at + 4] = w.hi;
-    c[at + 5] = this.bounds.lo;
-    c[at + 6] = this.bounds.hi;
+    this.memo.anchorWindow(j, w.lo, w.hi, basis, this.bounds);
   }
 
   /** energyBounds over (x, y) into this.bounds (memoized, ./sensor-energy.ts). */

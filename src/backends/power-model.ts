@@ -22,6 +22,9 @@ export const CONTINUOUS = 0;
 export const HOLD = 1;
 export const HOLD_AVERAGED = 2;
 export type SensorModel = typeof CONTINUOUS | typeof HOLD | typeof HOLD_AVERAGED;
+/** How an edge was bounded (./fusion.ts): a sensor model, or the counter alone. */
+export const COUNTER_ONLY = 3;
+export type Basis = SensorModel | typeof COUNTER_ONLY;
 export const SENSOR_MODELS: readonly SensorModel[] = [CONTINUOUS, HOLD, HOLD_AVERAGED];
 
 /** How far back an averaged reading can reach under HOLD_AVERAGED (ns). */

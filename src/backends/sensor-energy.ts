@@ -22,6 +22,8 @@ import {
 
 /** Entries of the memo: a direct-mapped table keyed by (first reading, count, model). */
 const MEMO = 512;
+/** Anchors whose update window's energy is kept (a power of two). */
+const ANCHOR_WINDOWS = 16;
 
 export class SensorEnergyMemo {
   private readonly memoKey = new Float64Array(MEMO).fill(-1);
@@ -38,6 +40,8 @@ export class SensorEnergyMemo {
   private readonly sumHi: Float64Array;
   private readonly sumBad: Float64Array;
   private summed = 0;
+  /** anchorWindow's entries: anchor, model, readings' head, window lo and hi, energy lo and hi. */
+  private readonly windows = new Float64Array(ANCHOR_WINDOWS * 7).fill(Number.NaN);
 
   constructor(private readonly power: PowerReadings) {
     this.sumLo = new Float64Array(power.capacity);
@@ -104,6 +108,33 @@ export class SensorEnergyMemo {
       if (j + 1 > p.head - 1) out.hi = Number.POSITIVE_INFINITY;
       else addPart(p, j, aj, y, model, out);
     }
+  }
+
+  /**
+   * The sensor's energy over anchor j's update window (lo, hi) into `out`: the same for every
+   * edge near the anchor (./fusion.ts), so kept per anchor until the window, the model or (under a
+   * held sensor, whose bounds move as readings come in) the readings change.
+   */
+  anchorWindow(j: number, lo: number, hi: number, model: SensorModel, out: { lo: number; hi: number }): void {
+    const c = this.windows;
+    const at = (j & (ANCHOR_WINDOWS - 1)) * 7;
+    // Under a continuous sensor the bound is final once a reading lies past the window.
+    const p = this.power;
+    const final = model === CONTINUOUS && p.head > 0 && p.atOf(p.head - 1) > hi;
+    const head = final ? -1 : p.head;
+    if (c[at] === j && c[at + 1] === model && c[at + 2] === head && c[at + 3] === lo && c[at + 4] === hi) {
+      out.lo = c[at + 5] as number;
+      out.hi = c[at + 6] as number;
+      return;
+    }
+    this.energy(lo, hi, model, out);
+    c[at] = j;
+    c[at + 1] = model;
+    c[at + 2] = head;
+    c[at + 3] = lo;
+    c[at + 4] = hi;
+    c[at + 5] = out.lo;
+    c[at + 6] = out.hi;
   }
 
   /** Brings the running sums up to reading k; false when k is past the readings written. */

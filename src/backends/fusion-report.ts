@@ -1,0 +1,67 @@
+/**
+ * What the fused counter (./fusion.ts) has seen of the card, for diagnosis (giul-probe, the GPU
+ * check): how edges are bounded now, the counter's cadence, the power sensor's refresh and gain.
+ */
+import type { CounterCadence } from "./cadence.js";
+import {
+  type Basis,
+  CONTINUOUS,
+  COUNTER_ONLY,
+  type GainEvidence,
+  HOLD,
+  HOLD_AVERAGED,
+  type PowerReadings,
+} from "./power-model.js";
+
+/** Names of the bases, for reports. */
+const BASIS_NAMES: Readonly<Record<Basis, string>> = {
+  [CONTINUOUS]: "continuous sensor",
+  [HOLD]: "held sensor",
+  [HOLD_AVERAGED]: "held and averaging sensor",
+  [COUNTER_ONLY]: "counter alone",
+};
+
+/** What CounterFusion.report says. */
+export interface FusionReport {
+  /** How edges are bounded now. */
+  readonly basis: string;
+  /** The counter's cadence (cadence.ts report) and whether it is taken as of each read. */
+  readonly counter: {
+    readonly periodNs: [number, number] | null;
+    readonly irregular: boolean;
+    readonly readIntervalNs: number;
+    readonly lockedNs: number;
+    readonly changeEveryRead: boolean;
+  };
+  /** Share of power readings that differed from the one before (1: the sensor refreshes faster than reads). */
+  readonly powerChangedShare: number;
+  /** An upper bound on the sensor's refresh, and its shortest run of one value (ns). */
+  readonly refreshUpperNs: number;
+  readonly shortestRunNs: number;
+  /** The sensor's gain against the counter (true = gain × sensor), null without one. */
+  readonly gain: [number, number] | null;
+  /** Closed counter steps checked. */
+  readonly steps: number;
+}
+
+/** The report from what the fused counter holds. */
+export function fusionReport(seen: {
+  readonly basis: Basis;
+  /** The evidence of the basis in force (null: the counter alone). */
+  readonly gain: GainEvidence | null;
+  readonly counter: ReturnType<CounterCadence["report"]>;
+  readonly changeEveryRead: boolean;
+  readonly power: PowerReadings;
+  readonly steps: number;
+}): FusionReport {
+  const { power, gain } = seen;
+  return {
+    basis: BASIS_NAMES[seen.basis],
+    counter: { ...seen.counter, changeEveryRead: seen.changeEveryRead },
+    powerChangedShare: power.changes / Math.max(1, power.head),
+    refreshUpperNs: power.refreshUpperNs,
+    shortestRunNs: power.shortestRunNs,
+    gain: gain === null ? null : [gain.gainLo, gain.gainHi],
+    steps: seen.steps,
+  };
+}
