@@ -11,12 +11,12 @@
 //   [--quick] [--no-otel]; GIUL_BENCH_DIST=/other/checkout/dist measures another build (with
 //   --no-otel for one without giul/otel), to compare the no-subscriber cost before and after.
 // Prints a Markdown section for bench/RESULTS.md.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { benchRequest, median, pct, squareWaveScenario } from "./lib.js";
+import { benchRequest, mainThreadCpuNs, median, pct, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -49,25 +49,10 @@ const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
 const requestBody = (withMeter, i) =>
   benchRequest(withMeter ? () => Meter.forNode(node, { joulesPer1kHint: 4000 }) : null, i);
 
-/**
- * The main thread's CPU time so far (ns), from /proc/self/task/<pid>/schedstat: what the event
- * loop actually ran, without the time it sat runnable while other processes had the cores (which
- * event-loop utilization counts as active, and which a loaded host inflates many times); null
- * where the file is not there.
- */
-const SCHEDSTAT = `/proc/self/task/${process.pid}/schedstat`;
-function threadCpuNs() {
-  try {
-    return Number(readFileSync(SCHEDSTAT, "utf8").split(" ")[0]);
-  } catch {
-    return null;
-  }
-}
-
 /** Event-loop active ms of `n` concurrent requests; the main thread's CPU ms in `lastCpuMs`. */
 let lastCpuMs = Number.NaN;
 async function round(n, { meter, span }) {
-  const cpu = threadCpuNs();
+  const cpu = mainThreadCpuNs();
   const before = performance.eventLoopUtilization();
   await Promise.all(
     Array.from({ length: n }, (_, i) =>
@@ -80,7 +65,7 @@ async function round(n, { meter, span }) {
     ),
   );
   const active = performance.eventLoopUtilization(before).active;
-  const after = threadCpuNs();
+  const after = mainThreadCpuNs();
   lastCpuMs = cpu === null || after === null ? Number.NaN : (after - cpu) / 1e6;
   return active;
 }

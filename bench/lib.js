@@ -1,6 +1,6 @@
 // What the benchmarks share: the test double's square-wave card, the request they meter, their
 // quantiles, and running a TypeScript entry without a loader.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -47,6 +47,20 @@ export async function runBundled(entry, beside) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The main thread's CPU time so far (ns), from /proc/self/task/<pid>/schedstat: what the event
+ * loop actually ran, without the time it sat runnable while other processes had the cores (which
+ * event-loop utilization counts as active, and which a loaded host inflates many times); null
+ * where the file is not there.
+ */
+export function mainThreadCpuNs() {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[0]);
+  } catch {
+    return null;
+  }
+}
 
 /** The p-th percentile of xs (the sorted value at floor(n × p / 100)); NaN when empty. */
 export function pct(xs, p) {

@@ -17,7 +17,7 @@ import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { median, pct, sleep, squareWaveScenario } from "./lib.js";
+import { mainThreadCpuNs, median, pct, sleep, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const argv = process.argv.slice(2);
@@ -165,13 +165,13 @@ async function perWindow(round, n, rounds) {
   const callUs = [];
   const closeMs = [];
   for (let i = 0; i < rounds; i++) {
-    const c0 = mainCpuNs();
+    const c0 = mainThreadCpuNs();
     const bare = await round(false, n, [], []);
-    const c1 = mainCpuNs();
+    const c1 = mainThreadCpuNs();
     const metered = await round(true, n, callUs, closeMs);
-    const c2 = mainCpuNs();
+    const c2 = mainThreadCpuNs();
     loopUs.push(((metered - bare) * 1000) / n);
-    cpuUs.push((c2 - c1 - (c1 - c0)) / 1000 / n);
+    cpuUs.push(c0 === null || c2 === null ? Number.NaN : (c2 - c1 - (c1 - c0)) / 1000 / n);
   }
   return {
     loopUs: [median(loopUs), pct(loopUs, 90)],
@@ -179,14 +179,6 @@ async function perWindow(round, n, rounds) {
     callUs: [median(callUs), pct(callUs, 90)],
     closeMs: [median(closeMs), pct(closeMs, 90), pct(closeMs, 99)],
   };
-}
-
-/**
- * The main thread's CPU run time so far (ns, schedstat): what it ran, without the time it sat
- * runnable while other processes had the cores (which event-loop utilization counts as active).
- */
-function mainCpuNs() {
-  return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[0]);
 }
 
 /** CPU run time of each thread of this process (ns), grouped. */

@@ -69,16 +69,18 @@ export class CounterCadence {
     readIntervalNs: number;
     lockedNs: number;
   } {
-    const widths: number[] = [];
+    const widths = this.scratch;
+    const w = { lo: 0, hi: 0 };
+    let count = 0;
     for (let i = Math.max(0, this.lo.length - FIT); i < this.lo.length; i++) {
-      const w = this.instant(i);
-      widths.push(w.hi - w.lo);
+      this.instantInto(i, w);
+      widths[count++] = w.hi - w.lo;
     }
     return {
       periodNs: Number.isFinite(this.sLo) ? [this.sLo, this.sHi] : null,
       irregular: this.irregular,
       readIntervalNs: this.width,
-      lockedNs: median(widths),
+      lockedNs: medianOf(widths, count),
     };
   }
 
@@ -275,7 +277,7 @@ function argmax(f: (x: number) => number, a: number, b: number): number {
 }
 
 /**
- * The middle value (the element at n >> 1 once sorted, as median() gives) of the first `n` of
+ * The middle value (the element at n >> 1 once sorted) of the first `n` of
  * `xs`, found in place by selection rather than a sort; `xs` is reordered.
  */
 export function medianOf(xs: Float64Array, n: number): number {
@@ -303,10 +305,4 @@ export function medianOf(xs: Float64Array, n: number): number {
     else return xs[k] as number;
   }
   return xs[k] as number;
-}
-
-function median(xs: readonly number[]): number {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((x, y) => x - y);
-  return s[s.length >> 1] as number;
 }

@@ -40,6 +40,7 @@ export class SensorEnergyMemo {
   private readonly sumHi: Float64Array;
   private readonly sumBad: Float64Array;
   private summed = 0;
+  private readonly partScratch = { lo: 0, hi: 0 };
   /** anchorWindow's entries: anchor, model, readings' head, window lo and hi, energy lo and hi. */
   private readonly windows = new Float64Array(ANCHOR_WINDOWS * 7).fill(Number.NaN);
 
@@ -52,11 +53,16 @@ export class SensorEnergyMemo {
   /** Bounds on the sensor's energy over (x, y) under `model` into `out` (mJ, before any gain). */
   energy(x: number, y: number, model: SensorModel, out: { lo: number; hi: number }): void {
     const p = this.power;
+    if (!(y > x)) {
+      out.lo = 0;
+      out.hi = 0;
+      return;
+    }
     const first = Math.max(0, p.head - p.capacity);
     let i = p.indexAtOrBefore(x);
     if (i < 0 || p.atOf(i) < x) i += 1;
     const j = p.indexAtOrBefore(y);
-    if (i < first || !(y > x)) {
+    if (i < first) {
       energyBounds(p, x, y, model, out);
       return;
     }
@@ -146,7 +152,8 @@ export class SensorEnergyMemo {
     for (; this.summed <= k; this.summed++) {
       const m = this.summed;
       const slot = m % cap;
-      if (m === 0 || m - 1 < p.head - cap || this.summed === p.head - cap) {
+      // The first reading held (or ever) starts the sums afresh.
+      if (m === 0 || m - 1 < p.head - cap) {
         this.sumLo[slot] = 0;
         this.sumHi[slot] = 0;
         this.sumBad[slot] = 0;
@@ -164,8 +171,6 @@ export class SensorEnergyMemo {
     }
     return true;
   }
-
-  private readonly partScratch = { lo: 0, hi: 0 };
 
   private sumLoOf(k: number): number {
     return this.sumLo[k % this.power.capacity] as number;
