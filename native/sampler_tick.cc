@@ -42,6 +42,18 @@ struct Sampler::TickReads {
       error = r;
     }
   }
+  /// A read that did not answer: a fault of the sample where the card answered it before, the
+  /// quantity ruled out where the card says it has none, else an error of the tick.
+  void NoteFailedRead(nvml::Return r, Support& support) {
+    if (support == Support::kYes) {
+      flags |= SampleFlag::kReadFailed;
+      NoteError(r);
+    } else if (r == nvml::kNotSupported) {
+      support = Support::kNo;
+    } else {
+      NoteError(r);
+    }
+  }
   /// The instant the tick's values belong to: the counter's own call when it answered.
   int64_t StampNs() const {
     return energy_ok ? energy_started + (energy_finished - energy_started) / 2
@@ -109,13 +121,8 @@ void Sampler::ReadCounter(TickReads& reads) {
   if (r == nvml::kSuccess) {
     reads.energy_ok = true;
     energy_ = Support::kYes;
-  } else if (energy_ == Support::kYes) {
-    reads.flags |= SampleFlag::kReadFailed;
-    reads.NoteError(r);
-  } else if (r == nvml::kNotSupported) {
-    energy_ = Support::kNo;
   } else {
-    reads.NoteError(r);
+    reads.NoteFailedRead(r, energy_);
   }
 }
 
@@ -176,13 +183,8 @@ void Sampler::ReadPowerUsage(TickReads& reads) {
     reads.power_ok = true;
     usage_ = Support::kYes;
     power_source_ = 2;
-  } else if (usage_ == Support::kYes) {
-    reads.flags |= SampleFlag::kReadFailed;
-    reads.NoteError(r);
-  } else if (r == nvml::kNotSupported) {
-    usage_ = Support::kNo;
   } else {
-    reads.NoteError(r);
+    reads.NoteFailedRead(r, usage_);
   }
 }
 
