@@ -40,6 +40,7 @@ describe.runIf(ready)("examples", () => {
     let shares = 0;
     let cards = 0;
     let longest = 0;
+    let widestBar = 0;
     for (const e of records) {
       expect(e.method).toBe("sampled");
       expect(e.backend).toBe("nvml_counter");
@@ -49,11 +50,15 @@ describe.runIf(ready)("examples", () => {
       shares += e.joules;
       cards += e.card_joules;
       longest = Math.max(longest, e.seconds);
+      widestBar = Math.max(widestBar, e.uncertainty_joules);
     }
     // The card draws 200 W above idle: the shares add up to 200 W over the union of the windows,
     // which lasts at least the longest window and at most the whole run; the whole card per
-    // request would have been `cards`.
-    expect(shares / 200).toBeGreaterThan(longest * 0.98);
+    // request would have been `cards`. The sum is off the card by at most the errors of the
+    // union's first and last edges, each inside the bar of the window it belongs to: 2 % of the
+    // longest window, or those two bars where they are wider (one clean-clone CI run in six on
+    // 2026-11-30 came out 2.2 % short, within them).
+    expect(shares).toBeGreaterThan(Math.min(200 * longest * 0.98, 200 * longest - 2 * widestBar));
     expect(shares / 200).toBeLessThan(r.seconds);
     expect(cards).toBeGreaterThan(shares * 2);
     expect(r.stderr).toMatch(/12 answers, 12 measured/);
