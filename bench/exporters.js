@@ -8,7 +8,7 @@
 //     metered round with the instrumentation on, minus it off, paired within each round, the order
 //     alternating between rounds.
 // Usage: npm run bench (bench/meter.js runs this last), or: npx tsup && node bench/exporters.js
-//   [--quick] [--no-otel]; GIUL_BENCH_DIST=/other/checkout/dist measures another build (with
+//   [--quick] [--rounds N] [--no-otel]; GIUL_BENCH_DIST=/other/checkout/dist measures another build (with
 //   --no-otel for one without giul/otel), to compare the no-subscriber cost before and after.
 // Prints a Markdown section for bench/RESULTS.md.
 import { mkdtempSync, rmSync } from "node:fs";
@@ -107,7 +107,9 @@ for (let i = 0; i < 3; i++) {
   }
 }
 
-const rounds = quick ? 5 : 20;
+const roundsArg = process.argv.indexOf("--rounds");
+const rounds = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : quick ? 5 : 20;
+if (!(Number.isInteger(rounds) && rounds > 0)) throw new Error("--rounds: a positive whole number");
 const noSub = { elu: [], cpu: [] };
 const added = Object.fromEntries(VARIANTS.map((v) => [v.key, { elu: [], cpu: [] }]));
 const spanned = [];
@@ -151,7 +153,7 @@ const lines = [
   `## Exporters: per-window cost of the diagnostics channels and giul/otel`,
   ``,
   `Machine: ${cpus().length} × ${cpus()[0]?.model ?? "unknown"}, ${(totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; build: ${dist === join(root, "dist") ? "this checkout" : dist}.`,
-  `Command: \`node bench/exporters.js${quick ? " --quick" : ""}${withOtel ? "" : " --no-otel"}\` (run by \`npm run bench\` after bench/meter.js).`,
+  `Command: \`node bench/exporters.js${quick ? " --quick" : ""}${roundsArg > 0 ? ` --rounds ${rounds}` : ""}${withOtel ? "" : " --no-otel"}\` (run by \`npm run bench\` after bench/meter.js).`,
   ``,
   `µs per window (open + 2 marks + close + result) at ${N.toLocaleString("en")} concurrent windows, ${rounds} rounds; the`,
   `main thread's CPU time (schedstat) and event-loop active time (which also counts time spent waiting for a core):`,

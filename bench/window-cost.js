@@ -8,7 +8,7 @@
 //   2. 1,000 concurrent windows: the same per window, and close latency;
 //   3. CPU by thread (main, the card's sampler, the rest: V8's and libuv's helpers) at 10 and
 //      100 windows/s, as a share of one core more than the same loop unmetered.
-// Usage: npm run build:ts && node bench/window-cost.js [--quick] [--latency 0,100,1000]
+// Usage: npm run build:ts && node bench/window-cost.js [--quick] [--latency 0,100,1000] [--period ms]
 //   GIUL_BENCH_DIST=/other/checkout/dist measures another build (with GIUL_ADDON_PATH for its addon).
 // Prints a Markdown section for bench/RESULTS.md. Each latency runs in a process of its own.
 import { spawnSync } from "node:child_process";
@@ -27,6 +27,10 @@ const arg = (name, fallback) => {
   return i >= 0 ? argv[i + 1] : fallback;
 };
 
+/** The Meter's periodMs (--period; default: the Meter's own). */
+const periodArg = arg("--period", null);
+const meterOptions = periodArg === null ? {} : { periodMs: Number(periodArg) };
+
 if (!argv.includes("--child")) {
   // ---- parent: one child per latency, then the report ------------------------------------------
   const latencies = arg("--latency", "0,100,1000").split(",").map(Number);
@@ -41,6 +45,7 @@ if (!argv.includes("--child")) {
         "--latency",
         String(latencyUs),
         ...(quick ? ["--quick"] : []),
+        ...(periodArg === null ? [] : ["--period", periodArg]),
       ],
       { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 },
     );
@@ -55,7 +60,7 @@ if (!argv.includes("--child")) {
     `## A window's cost: sequential and concurrent, close latency, CPU by thread`,
     ``,
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? "unknown"}, ${(totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; load average ${loadavg()[0].toFixed(1)} at the end.`,
-    `Command: \`npm run build:ts && ${process.env.GIUL_BENCH_DIST ? `GIUL_BENCH_DIST=${process.env.GIUL_BENCH_DIST} ` : ""}node bench/window-cost.js${quick ? " --quick" : ""}\` (nvml_counter on the libnvidia-ml test double, default 10 ms period, shared attribution).`,
+    `Command: \`npm run build:ts && ${process.env.GIUL_BENCH_DIST ? `GIUL_BENCH_DIST=${process.env.GIUL_BENCH_DIST} ` : ""}node bench/window-cost.js${quick ? " --quick" : ""}${periodArg === null ? "" : ` --period ${periodArg}`}\` (nvml_counter on the libnvidia-ml test double, ${periodArg === null ? "the default period" : `a ${periodArg} ms period`}, shared attribution).`,
     ``,
     `**Per window** (forNode + open + 2 marks + close + result). Event loop: event-loop active time`,
     `metered minus the same loop bare, per window. Main thread CPU: the same difference in the main`,
@@ -115,7 +120,7 @@ async function window(withMeter, callUs, closeMs) {
     return;
   }
   let t = performance.now();
-  const opening = Meter.forNode(node).open();
+  const opening = Meter.forNode(node, meterOptions).open();
   let calls = performance.now() - t;
   const m = await opening;
   await sleep(10);
@@ -236,7 +241,7 @@ async function cpuAt(rate, seconds, reps) {
   return { ...r, total: r.main + r.sampler + r.other };
 }
 
-const warm = await Meter.forNode(node).open();
+const warm = await Meter.forNode(node, meterOptions).open();
 await warm.close();
 for (let i = 0; i < 3; i++) await concurrentRound(true, 200, [], []);
 

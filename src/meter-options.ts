@@ -19,9 +19,10 @@ export interface MeterOptions {
    */
   readonly sync?: (() => unknown) | null;
   /**
-   * Sampling period in ms, 1..1000. Default 10. The card's sampler runs at the shortest asked.
+   * Sampling period in ms, 1..1000. Default 5. The card's sampler runs at the shortest asked.
    * Besides its period it reads right after each window's edge (on the native backends), at most
-   * 4 times per period: a longer period costs fewer reads in a crowd of windows.
+   * 4 times per period: a longer period costs fewer reads in a crowd of windows. A shorter one
+   * places energy more finely inside the energy counter's steps (README, "How accurate is it?").
    */
   readonly periodMs?: number;
   /**
@@ -127,6 +128,13 @@ export interface ResolvedMeterOptions {
 const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
 
 /** Checks a window's options (throws GiulError naming the field) and fills in the defaults. */
+/**
+ * The Meter's sampling period by default (ms). On a load that swings every few tens of ms, 100 ms
+ * windows on a 100 ms counter step are off by about 3 % on average at 5 ms and 7 % at 10 ms
+ * (bench/RESULTS.md, accuracy); the sampling thread pays for it, not the event loop.
+ */
+export const DEFAULT_PERIOD_MS = 5;
+
 export function resolveMeterOptions(options: Partial<MeterOptions>): ResolvedMeterOptions {
   const hint = options.joulesPer1kHint ?? null;
   if (hint !== null && (typeof hint !== "number" || !Number.isFinite(hint) || hint < 0)) {
@@ -139,7 +147,7 @@ export function resolveMeterOptions(options: Partial<MeterOptions>): ResolvedMet
   if (sync !== null && typeof sync !== "function") {
     throw optionError("sync", `expected a function (sync or async), got ${describeValue(sync)}`);
   }
-  const periodMs = options.periodMs ?? 10;
+  const periodMs = options.periodMs ?? DEFAULT_PERIOD_MS;
   if (typeof periodMs !== "number" || !Number.isInteger(periodMs) || periodMs < 1 || periodMs > 1000) {
     throw optionError("periodMs", `expected an integer from 1 to 1000, got ${describeValue(periodMs)}`);
   }

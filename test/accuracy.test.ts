@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { DEFAULT_PERIOD_MS } from "../src/meter-options.js";
 import {
   burstsAtEdges,
   type Summary,
@@ -25,12 +26,14 @@ const IDLE_W = 60;
 const N = 10_000;
 const SQUARE = squareWave(100, 400, 37, 20_000);
 
+/** Scored as the sampler reads at the Meter's default period, unless a test says otherwise. */
 async function score(
   device: DeviceSpec,
   plans: readonly WindowPlan[],
   wait: WaitMode = "sample",
+  periodMs: number = DEFAULT_PERIOD_MS,
 ): Promise<Summary> {
-  const card = new SyntheticCard(device, { periodMs: 10, dither: "golden" });
+  const card = new SyntheticCard(device, { periodMs, dither: "golden" });
   const s = summarize(
     await scoreWindows(card, plans, IDLE_W, { wait, counterStepMs: device.counterStepMs ?? 10 }),
   );
@@ -100,7 +103,7 @@ describe("every sampled window lies within its own bar (100 ms counter step)", (
   it("averaged power only: no fusion, the counter alone bounds the edges, and the record says so", async () => {
     const card = new SyntheticCard(
       { power: SQUARE, counterStepMs: 100, instantField: false, powerMode: "average" },
-      { periodMs: 10, dither: "golden" },
+      { periodMs: DEFAULT_PERIOD_MS, dither: "golden" },
     );
     const rows = await scoreWindows(card, mixed, IDLE_W, { counterStepMs: 100 });
     bounded("averaged power", summarize(rows));
@@ -131,6 +134,22 @@ describe("every sampled window lies within its own bar (100 ms counter step)", (
     bounded("10 ms step, square", await score({ power: SQUARE, counterStepMs: 10 }, withGaps));
     bounded("continuous counter, square", await score({ power: SQUARE, counterStepMs: 0 }, withGaps));
   });
+
+  it("at a 10 ms period too (periodMs: 10): square wave, bursts either side, a 25 ms sensor", async () => {
+    bounded(
+      "10 ms period, square wave",
+      await score({ power: SQUARE, counterStepMs: 100 }, mixed, "sample", 10),
+    );
+    const burst = { base: 100, burstW: 700, burstMs: 90, stepMs: 100, where: "both" as const };
+    bounded(
+      "10 ms period, bursts, back to back",
+      await score({ power: burstsAtEdges(backToBack, burst), counterStepMs: 100 }, backToBack, "sample", 10),
+    );
+    bounded(
+      "10 ms period, 25 ms sensor, square wave",
+      await score({ power: SQUARE, counterStepMs: 100, powerUpdateMs: 25 }, mixed, "sample", 10),
+    );
+  });
 });
 
 describe("bars tight enough to defend a figure (100 ms counter step)", () => {
@@ -158,7 +177,7 @@ describe("bars tight enough to defend a figure (100 ms counter step)", () => {
     expect(long.medianBarPct).toBeLessThanOrEqual(10);
   });
 
-  it("mean |error| ≤ 3 % on 100 ms windows and on a square wave's 100–400 ms windows, where Zeus is off by 15–20 %", async () => {
+  it("mean |error| ≤ 3 % on 100 ms windows (steady, bursts, a square wave) and on a square wave's 100–400 ms windows, where Zeus is off by 15–20 %", async () => {
     const plans = windowPlans(N, { minMs: 100, maxMs: 100, seed: 7 });
     const s = await score({ power: steady(262), counterStepMs: 100 }, plans);
     bounded("steady 100 ms", s);
@@ -175,10 +194,18 @@ describe("bars tight enough to defend a figure (100 ms counter step)", () => {
     report("square 100–400 ms", sq);
     expect(sq.meanErrPct).toBeLessThanOrEqual(3);
     expect(sq.zeusMeanErrPct).toBeGreaterThan(15);
-    // Exactly 100 ms on the square wave: where inside a 10 ms read interval each 300 W edge of the
-    // wave fell is known only to the power sensor's resolution (bench/RESULTS.md: about 6.7 %, 3.3 %
-    // once the next counter update is in; Zeus 16.6 %). Reported, not a target here.
-    report("square 100 ms", await score({ power: SQUARE, counterStepMs: 100 }, plans));
+    // Exactly 100 ms on the square wave: where inside a read interval each 300 W edge of the wave
+    // fell is known only to within the interval, so the error scales with the period (about 2.8 %
+    // at the default 5 ms; Zeus 16.6 %).
+    const sq100 = await score({ power: SQUARE, counterStepMs: 100 }, plans);
+    bounded("square 100 ms", sq100);
+    expect(sq100.meanErrPct).toBeLessThanOrEqual(3);
+    expect(sq100.zeusMeanErrPct).toBeGreaterThan(15);
+    // At 10 ms the same windows are off by about 7 % (bench/RESULTS.md): reported, not a target.
+    report(
+      "square 100 ms, 10 ms period",
+      await score({ power: SQUARE, counterStepMs: 100 }, plans, "sample", 10),
+    );
   });
 
   it("windows shorter than the counter step are sampled from the fused reading, with their bar", async () => {

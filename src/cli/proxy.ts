@@ -32,7 +32,7 @@ Card:
   --serving-match S     the server's process name (substring): other compute processes on the
                         card make a window contended
   --hint J              joules per 1,000 completion tokens, to estimate what cannot be measured
-  --period-ms N         sampling period, 1..1000 ms (default 10)
+  --period-ms N         sampling period, 1..1000 ms (default 5)
 Listening:
   --listen HOST:PORT    default 127.0.0.1:9410. Bind a private address, not 0.0.0.0, unless
                         the host is otherwise firewalled

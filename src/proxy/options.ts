@@ -4,6 +4,7 @@
  */
 import { GiulError } from "../errors.js";
 import type { Meter } from "../meter.js";
+import { DEFAULT_PERIOD_MS } from "../meter-options.js";
 import type { Node } from "../node.js";
 import { describeValue, firstUnknownKey, unknownKey } from "../validate.js";
 import type { ProxyRecord } from "./record.js";
@@ -25,7 +26,7 @@ export interface ProxyOptions {
   readonly injectUsage?: boolean;
   /** J per 1,000 completion tokens, to estimate a request that cannot be measured. */
   readonly joulesPer1kHint?: number | null;
-  /** The card's sampling period (ms, 1..1000; default 10): a non-streamed answer waits about one. */
+  /** The card's sampling period (ms, 1..1000; default 5, the Meter's): a non-streamed answer waits about one. */
   readonly periodMs?: number;
   /** Largest request body accepted, and largest JSON response buffered to set headers (default 16 MiB). */
   readonly maxBodyBytes?: number;
@@ -154,7 +155,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     adminPort,
     injectUsage,
     joulesPer1kHint: hint,
-    periodMs: int("periodMs", options.periodMs, 10, 1, 1000),
+    periodMs: int("periodMs", options.periodMs, DEFAULT_PERIOD_MS, 1, 1000),
     maxBodyBytes: int("maxBodyBytes", options.maxBodyBytes, 16 << 20, 1, 1 << 30),
     maxHeaderBytes: int("maxHeaderBytes", options.maxHeaderBytes, 16 << 10, 1024, 1 << 20),
     maxConnections: int("maxConnections", options.maxConnections, 1024, 1, 1_000_000),
