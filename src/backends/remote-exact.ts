@@ -29,8 +29,8 @@ const MAX_IN_FLIGHT = 2;
 /** … but never longer than this (ms): a slow request cannot hold the next edges back for its timeout. */
 const BATCH_WAIT_MS = 20;
 
-/** An edge: the agent's reading for it, once its request has answered. */
-class RemoteEdge implements Edge {
+/** An edge: the agent's reading for it, once its request has answered (exported for tests). */
+export class RemoteEdge implements Edge {
   readonly tNs: bigint;
   reading: EnergyWire | null = null;
   reason: string | null = null;
@@ -242,8 +242,11 @@ function leadErrJ(r: EnergyWire, e: RemoteEdge, p: number): number | string {
   return (swing * e.leadNs + r.power_max_w * e.netHalfNs) / 1e9;
 }
 
-/** The card energy between two readings, each moved back to its edge, with its error bar. */
-function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
+/**
+ * The card energy between two readings, each moved back to its edge, with its error bar (exported
+ * for test/remote-lead.test.ts, which scores it on synthetic readings).
+ */
+export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   const checked = checkReadings(from, to);
   if (!checked.ok) return checked;
   const { a, b } = checked;
