@@ -168,6 +168,8 @@ console.log(lines.join("\n"));
 
 // ---- 4. the exporters' cost per window (a process of its own: its OpenTelemetry SDK and context
 // manager stay out of the figures above) ---------------------------------------------------------
+// On a real card (--real, scripts/gpu-check.sh) they are left out: they run on the double.
+if (real) process.exit(0);
 const exporters = spawnSync(
   process.execPath,
   [join(root, "bench", "exporters.js"), ...(quick ? ["--quick"] : [])],

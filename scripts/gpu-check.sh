@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one prepared check for a machine with a real NVIDIA GPU (a session that draws one runs it
-# through the device tool: `bash scripts/gpu-check.sh`, with timeout_s around 540).
+# through the device tool: `bash scripts/gpu-check.sh`, with timeout_s around 540). A GPU machine
+# without Node.js or the npm registry runs what scripts/device-pack.sh prepared here and carried
+# there (dist, build/Release, node_modules/node-gyp-build, .device): no install, the carried node.
 # It builds, runs the real-hardware parts of the suite, asks giul-probe what the host supports,
 # and meters the same windows through every backend against the card's own counter.
 # Everything it prints also goes under $OUT (when set) to come back.
@@ -10,10 +12,30 @@ out="${OUT:-/tmp/giul-gpu-check}"
 mkdir -p "$out"
 exec > >(tee "$out/gpu-check.log") 2>&1
 
-echo "== machine"; nvidia-smi -L || true; nproc; node --version
+# The node carried in .device (scripts/device-pack.sh), where there is one: unpacked outside $OUT
+# (what is under $OUT comes back).
+if [ -f .device/node.xz ]; then
+  bin="$(mktemp -d)"
+  if command -v xz >/dev/null; then
+    xz -dc .device/node.xz >"$bin/node"
+  else
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      .device/node.xz "$bin/node"
+  fi
+  chmod +x "$bin/node"
+  export PATH="$bin:$PATH"
+fi
+echo "== machine"; nvidia-smi -L || true; nproc; command -v node && node --version
+if ! command -v node >/dev/null; then
+  echo "no node here: run scripts/device-pack.sh where there is one and carry what it lists"
+  exit 1
+fi
 echo "== build"
 if [ "${GIUL_GPU_CHECK_SKIP_INSTALL:-}" = "1" ]; then
   echo "skipped (GIUL_GPU_CHECK_SKIP_INSTALL=1: a dry run on the build already here)"
+elif [ -d .device ]; then
+  echo "skipped: the build carried with .device (scripts/device-pack.sh)"
+  [ -f dist/index.js ] && [ -f build/Release/giul.node ] || { echo "dist/ or build/Release/giul.node was not carried"; exit 1; }
 else
   npm ci --no-audit --no-fund >"$out/npm-ci.log" 2>&1 || { echo "npm ci failed"; tail -30 "$out/npm-ci.log"; exit 1; }
 fi
@@ -45,7 +67,9 @@ node bench/hardware.js --reps 5 --json "$out/hardware.json"
 [ -n "$loadpid" ] && wait "$loadpid"
 echo "== the fused counter under the load: the counter's step, the power sensor's refresh, and the"
 echo "   same windows fused, as the counter alone (Zeus) and as the integral of power"
-node bench/fusion-hw.js --seconds 60 ${load:+--load "$load"} --json "$out/fusion-hw.json" | tee "$out/fusion-hw.md"
+fusion=bench/fusion-hw.js
+[ -f .device/fusion-hw.mjs ] && fusion=.device/fusion-hw.mjs # bundled here: no esbuild there
+node "$fusion" --seconds 60 ${load:+--load "$load"} --json "$out/fusion-hw.json" | tee "$out/fusion-hw.md"
 echo "== the Meter benchmark on real NVML (sampler CPU includes the driver's cost here)"
 node --expose-gc bench/meter.js --quick --real 2>&1 | tee "$out/bench-meter.md"
 echo "== done"
