@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RingTrack } from "../src/backends/ring-track.js";
 import { nativeReady } from "./fakes/paths.js";
 import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
 
@@ -30,6 +31,9 @@ const sc = scenarioForThisProcess({
   ],
 });
 const { Meter } = await import("../src/index.js");
+const { loadBinding } = await import("../src/binding.js");
+const { openTrack } = await import("../src/open-track.js");
+const { resolveNode } = await import("../src/node.js");
 
 const ready = nativeReady();
 afterAll(() => sc.remove());
@@ -74,8 +78,9 @@ const DURATIONS = [20, 150, 30, 300, 100, 20, 500, 40, 120, 250, 20, 1000, 60, 2
 describe.runIf(ready)("the fused counter through the addon (100 ms counter step)", () => {
   beforeAll(async () => {
     // Start every card's sampler and let it see enough of the counter's updates to lock onto
-    // their cadence (48 changes), with a window now and then so that it keeps running (a sampler
-    // stops 5 s after its last window, and a new one starts with nothing seen).
+    // their cadence (48 changes), with a window now and then so that it keeps its period (a
+    // sampler backs off 5 s after its last window and stops a minute later; a new one starts
+    // with nothing seen).
     for (let i = 0; i < 4; i++) {
       await Promise.all(
         [0, 1, 2, 3].map(async (gpuIndex) => {
@@ -126,4 +131,53 @@ describe.runIf(ready)("the fused counter through the addon (100 ms counter step)
     }
     expect(rows.filter((r) => r.ms >= 300).every((r) => r.method === "sampled")).toBe(true);
   }, 60_000);
+
+  it("a card left without windows: its sampler backs off to a sixth of the counter's step and keeps the counter's cadence locked, and the next windows are bounded as tightly", async () => {
+    const loaded = loadBinding();
+    if (!loaded.ok) throw new Error(loaded.reason);
+    const binding = loaded.binding;
+    // A reference of our own asking for the slowest period: the thread runs at the fastest asked,
+    // which the ring's header shows.
+    const watch = binding.openSampler(0, 1000);
+    if (!watch.ok) throw new Error(watch.reason);
+    const periodMs = () => (new Float64Array(watch.buffer)[binding.layout.hPeriodNs] as number) / 1e6;
+    // The card's track as the Meter holds it (one per card), to read what its fused counter knows.
+    const opened = await openTrack(resolveNode({ name: "fusion-0", gpuIndex: 0, idleW: IDLE_W }), null, 5);
+    const track = opened.track as RingTrack;
+    track.release();
+    const lock = () => track.fusionReport()?.counter ?? null;
+    try {
+      const before = await windows(0, [300, 300, 300]);
+      expect(periodMs()).toBe(5);
+      const locked = lock();
+      expect(locked?.periodNs).not.toBeNull();
+      await sleep(5_600); // past the 5 s linger
+      const idle = periodMs();
+      // A 100 ms step: every dithered read interval (up to 1.618 periods) stays well under it.
+      expect(idle).toBeGreaterThan(5);
+      expect(idle * 1.618).toBeLessThan(50);
+      // The same run of the sampler, its lattice still fitted, each update placed to about a ms
+      // (a sampler started afresh has none for its first 48 updates, about five seconds, and its
+      // windows' bars are then about ten times wider: 2.4 J against 0.25 J here).
+      const kept = lock();
+      console.log(
+        `idle period ${idle} ms; updates locked to ${((kept?.lockedNs ?? Number.NaN) / 1e6).toFixed(2)} ms`,
+      );
+      expect(kept?.periodNs).not.toBeNull();
+      expect(kept?.irregular).toBe(false);
+      expect(kept?.lockedNs).toBeLessThan(3e6);
+      const after = await windows(0, [300, 300, 300]);
+      expect(periodMs()).toBe(5); // the windows' period while they ran
+      for (const r of [...before, ...after]) {
+        expect(r.method, r.reason ?? "").toBe("sampled");
+        expect(Math.abs(r.joules - r.truth)).toBeLessThanOrEqual(r.bar);
+      }
+      const bars = (rows: Scored[]) => median(rows.map((r) => r.bar));
+      console.log(
+        `bars before the idle stretch ${bars(before).toFixed(3)} J, after ${bars(after).toFixed(3)} J`,
+      );
+    } finally {
+      watch.release();
+    }
+  }, 30_000);
 });

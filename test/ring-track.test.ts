@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { JsRing } from "../src/backends/js-ring.js";
 import type { RingSource } from "../src/backends/ring.js";
 import { RingTrack } from "../src/backends/ring-track.js";
@@ -43,6 +43,9 @@ function card(options: {
   capacity?: number;
   /** Power is a 1 s average from this source (no fusion: the counter alone bounds the edges). */
   averagedFrom?: string;
+  /** Told of each period the track asks of its source, and of its close. */
+  onSetPeriod?: (ms: number) => void;
+  onClose?: () => void;
 }): Card {
   const epoch = 1_000_000_000n;
   const periodS = options.periodS ?? 0.01;
@@ -55,8 +58,8 @@ function card(options: {
     averagedPower: options.averagedFrom !== undefined,
     averagedPowerSource: options.averagedFrom ?? "nowhere",
     open: () => ok(ring),
-    setPeriod: () => {},
-    close: () => {},
+    setPeriod: (ms) => options.onSetPeriod?.(ms),
+    close: () => options.onClose?.(),
     describeError: (code) => `error ${code}`,
   };
   const track = new RingTrack(
@@ -377,5 +380,81 @@ describe("JsRing across a gap of failed reads", () => {
     const span = c.track.span(inGap, after);
     expect(span.ok).toBe(false);
     if (!span.ok) expect(span.reason).toMatch(/error 4/);
+  });
+});
+
+describe("RingTrack with no window open", () => {
+  it("backs a counter's sampler off to a sixth of the counter's step, back to the windows' period at the next window, and stops a minute later", () => {
+    vi.useFakeTimers();
+    try {
+      const periods: number[] = [];
+      let closed = 0;
+      const c = card({
+        column: "energy",
+        periodS: 0.005,
+        stepS: 0.1,
+        onSetPeriod: (ms) => periods.push(ms),
+        onClose: () => {
+          closed += 1;
+        },
+      });
+      c.track.retain(5);
+      c.sampleUntil(2);
+      c.track.release();
+      // Every read interval (dithered up to 1.618 periods) must stay under the 100 ms step.
+      const stepMs = c.ring.counterStepNs() / 1e6;
+      expect(stepMs).toBeGreaterThanOrEqual(100);
+      const idle = Math.floor((stepMs - 10) / 6);
+      expect(idle).toBeGreaterThan(5);
+      expect(idle * 1.618).toBeLessThan(100);
+      vi.advanceTimersByTime(4_990);
+      expect(periods).toEqual([]);
+      vi.advanceTimersByTime(20);
+      expect(periods).toEqual([idle]);
+      expect(closed).toBe(0);
+      // A window: the windows' period at once, and the linger counts afresh after it.
+      c.track.retain(5);
+      expect(periods).toEqual([idle, 5]);
+      c.track.release();
+      vi.advanceTimersByTime(4_990);
+      expect(periods).toEqual([idle, 5]);
+      vi.advanceTimersByTime(20);
+      expect(periods).toEqual([idle, 5, idle]);
+      // Backed off 5,000 ms after the release, 10 ms ago: it stops 60,000 ms after that.
+      vi.advanceTimersByTime(59_980);
+      expect(closed).toBe(0);
+      vi.advanceTimersByTime(20);
+      expect(closed).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("stops at once after the linger where backing off keeps nothing: an integral of power, or a counter that steps about as often as it is read", () => {
+    vi.useFakeTimers();
+    try {
+      for (const options of [
+        { column: "integral" as const, periodS: 0.005 },
+        { column: "energy" as const, periodS: 0.005, stepS: 0.01 },
+      ]) {
+        const periods: number[] = [];
+        let closed = 0;
+        const c = card({
+          ...options,
+          onSetPeriod: (ms) => periods.push(ms),
+          onClose: () => {
+            closed += 1;
+          },
+        });
+        c.track.retain(5);
+        c.sampleUntil(2);
+        c.track.release();
+        vi.advanceTimersByTime(5_010);
+        expect(periods).toEqual([]);
+        expect(closed).toBe(1);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

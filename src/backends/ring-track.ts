@@ -33,7 +33,20 @@ import {
  * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
  */
 
+/**
+ * After the last window leaves, the sampler keeps its period this long (windows at thousands a
+ * second follow each other), then backs off (the energy counter: see idlePeriodMs) or stops.
+ */
 const LINGER_MS = 5_000;
+/**
+ * A backed-off sampler stops after this much more with no window: until then the fused counter
+ * keeps its lock on the counter's cadence and its reading of the power sensor, which a new sampler
+ * needs about five seconds of updates to learn again (48 changes of a 100 ms counter: cadence.ts),
+ * so that windows a few seconds apart are bounded as tightly as windows in a crowd.
+ */
+const IDLE_MS = 60_000;
+/** The longest period a backed-off sampler reads at (ms). */
+const IDLE_PERIOD_MAX_MS = 50;
 /** How often a running counter's new samples are digested between edges (ms). */
 const DIGEST_MS = 25;
 
@@ -47,6 +60,8 @@ export class RingTrack implements Track, TrackReadings {
   private users = 0;
   private periodMs = Number.POSITIVE_INFINITY;
   private lingerTimer: NodeJS.Timeout | null = null;
+  /** The period the sampler backed off to with no window open (ms), or null while it has not. */
+  private idlePeriod: number | null = null;
   private digestTimer: NodeJS.Timeout | null = null;
   /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
   private doorbell = false;
@@ -102,6 +117,14 @@ export class RingTrack implements Track, TrackReadings {
         this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
         this.startDigest();
       }
+    } else if (this.idlePeriod !== null) {
+      // Back from idle: the windows' period again, the next edge's read at once (the doorbell); the
+      // stop timer goes (the next release arms the linger afresh).
+      this.idlePeriod = null;
+      if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
+      this.lingerTimer = null;
+      this.periodMs = Math.min(this.periodMs, periodMs);
+      this.source.setPeriod(this.periodMs);
     } else if (periodMs < this.periodMs) {
       this.periodMs = periodMs;
       this.source.setPeriod(periodMs);
@@ -118,15 +141,53 @@ export class RingTrack implements Track, TrackReadings {
     }
     // Keep the sampler a while: at thousands of requests a second windows follow each other. One
     // timer, pushed back at each release rather than made anew for each window.
-    if (this.lingerTimer !== null) this.lingerTimer.refresh();
-    else {
-      this.lingerTimer = setTimeout(() => this.shut(), LINGER_MS);
-      this.lingerTimer.unref();
+    if (this.lingerTimer !== null && this.idlePeriod === null) this.lingerTimer.refresh();
+    else this.arm(LINGER_MS);
+  }
+
+  private arm(ms: number): void {
+    if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
+    this.lingerTimer = setTimeout(() => this.idle(), ms);
+    this.lingerTimer.unref();
+  }
+
+  /**
+   * No window for a while: a counter's sampler backs off to a slower period (IDLE_MS more, then
+   * stops); the rest stop now (an integral of power keeps nothing a later window needs).
+   */
+  private idle(): void {
+    this.lingerTimer = null;
+    if (this.users > 0 || this.ring === null) return;
+    if (this.idlePeriod === null) {
+      const slower = this.idlePeriodMs(this.ring);
+      if (slower !== null) {
+        this.idlePeriod = slower;
+        this.source.setPeriod(slower);
+        this.arm(IDLE_MS);
+        return;
+      }
     }
+    this.shut();
+  }
+
+  /**
+   * How slowly a counter's sampler reads with no window open (ms; null: no slower than now, or
+   * not a counter): a sixth of the counter's step (less two of today's periods, the step being
+   * estimated from above). Every update is still seen between two reads (reads are dithered up to
+   * 1.618 periods apart: native/sampler.cc), and about six reads a step keep each update's instant
+   * locked to about a millisecond (cadence.ts intersects the changes' read intervals).
+   */
+  private idlePeriodMs(ring: SampleRing): number | null {
+    if (this.source.column !== "energy") return null;
+    const stepNs = ring.counterStepNs();
+    if (!(stepNs > 0)) return null;
+    const ms = Math.min(IDLE_PERIOD_MAX_MS, Math.floor((stepNs / 1e6 - 2 * this.periodMs) / 6));
+    return ms > this.periodMs ? ms : null;
   }
 
   private shut(): void {
     this.lingerTimer = null;
+    this.idlePeriod = null;
     if (this.users > 0 || this.ring === null) return;
     this.ring = null;
     this.doorbell = false;
