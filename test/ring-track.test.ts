@@ -384,23 +384,27 @@ describe("JsRing across a gap of failed reads", () => {
 });
 
 describe("RingTrack with no window open", () => {
+  /** A card whose track had one window (2 s of samples at 5 ms) and was released: what it asked of its source. */
+  function released(options: Parameters<typeof card>[0]) {
+    const asked = { periods: [] as number[], closed: 0 };
+    const c = card({
+      ...options,
+      onSetPeriod: (ms) => asked.periods.push(ms),
+      onClose: () => {
+        asked.closed += 1;
+      },
+    });
+    c.track.retain(5);
+    c.sampleUntil(2);
+    c.track.release();
+    return { c, asked };
+  }
+
   it("backs a counter's sampler off to a sixth of the counter's step, back to the windows' period at the next window, and stops a minute later", () => {
     vi.useFakeTimers();
     try {
-      const periods: number[] = [];
-      let closed = 0;
-      const c = card({
-        column: "energy",
-        periodS: 0.005,
-        stepS: 0.1,
-        onSetPeriod: (ms) => periods.push(ms),
-        onClose: () => {
-          closed += 1;
-        },
-      });
-      c.track.retain(5);
-      c.sampleUntil(2);
-      c.track.release();
+      const { c, asked } = released({ column: "energy", periodS: 0.005, stepS: 0.1 });
+      const { periods } = asked;
       // Every read interval (dithered up to 1.618 periods) must stay under the 100 ms step.
       const stepMs = c.ring.counterStepNs() / 1e6;
       expect(stepMs).toBeGreaterThanOrEqual(100);
@@ -411,7 +415,7 @@ describe("RingTrack with no window open", () => {
       expect(periods).toEqual([]);
       vi.advanceTimersByTime(20);
       expect(periods).toEqual([idle]);
-      expect(closed).toBe(0);
+      expect(asked.closed).toBe(0);
       // A window: the windows' period at once, and the linger counts afresh after it.
       c.track.retain(5);
       expect(periods).toEqual([idle, 5]);
@@ -422,9 +426,9 @@ describe("RingTrack with no window open", () => {
       expect(periods).toEqual([idle, 5, idle]);
       // Backed off 5,000 ms after the release, 10 ms ago: it stops 60,000 ms after that.
       vi.advanceTimersByTime(59_980);
-      expect(closed).toBe(0);
+      expect(asked.closed).toBe(0);
       vi.advanceTimersByTime(20);
-      expect(closed).toBe(1);
+      expect(asked.closed).toBe(1);
     } finally {
       vi.useRealTimers();
     }
@@ -437,21 +441,10 @@ describe("RingTrack with no window open", () => {
         { column: "integral" as const, periodS: 0.005 },
         { column: "energy" as const, periodS: 0.005, stepS: 0.01 },
       ]) {
-        const periods: number[] = [];
-        let closed = 0;
-        const c = card({
-          ...options,
-          onSetPeriod: (ms) => periods.push(ms),
-          onClose: () => {
-            closed += 1;
-          },
-        });
-        c.track.retain(5);
-        c.sampleUntil(2);
-        c.track.release();
+        const { asked } = released(options);
         vi.advanceTimersByTime(5_010);
-        expect(periods).toEqual([]);
-        expect(closed).toBe(1);
+        expect(asked.periods).toEqual([]);
+        expect(asked.closed).toBe(1);
       }
     } finally {
       vi.useRealTimers();
