@@ -96,7 +96,23 @@ export interface EnergyWire {
    * older than this field (then false: interp_err_j is the interpolation alone).
    */
   edge_bounded: boolean;
+  /**
+   * How far before the request's arrival the reading was taken (ns): the client's
+   * `x-giul-edge-age-ns` header (its edge's age when it sent the request), echoed. The reading is
+   * then of the client's edge, late only by the request's time on the network, however long the
+   * client's event loop held the request back. Null where the agent read at the arrival: no header
+   * was sent, or the agent is older than this field.
+   */
+  edge_age_ns: number | null;
 }
+
+/**
+ * The request header by which a client asks /energy to read its edge, not the instant the request
+ * arrives: the edge's age in ns when the request was sent (a whole number, 0..EDGE_AGE_MAX_NS).
+ */
+export const EDGE_AGE_HEADER = "x-giul-edge-age-ns";
+/** The oldest edge /energy reads (ns): an older one is refused (400), naming the header. */
+export const EDGE_AGE_MAX_NS = 10_000_000_000;
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
@@ -199,5 +215,6 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     power_max_w: finite(b.power_max_w) ? b.power_max_w : null,
     power_range_ns: finite(b.power_range_ns) ? b.power_range_ns : 0,
     edge_bounded: b.edge_bounded === true,
+    edge_age_ns: finite(b.edge_age_ns) && b.edge_age_ns >= 0 ? b.edge_age_ns : null,
   });
 }

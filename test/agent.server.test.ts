@@ -177,6 +177,31 @@ describe.runIf(ready)("giul-agent", () => {
     expect(b.sample_index - a.sample_index).toBeGreaterThan(50);
     expect(a.power_w).toBeCloseTo(sc.powerW(0, BigInt(a.monotonic_ns)), 0);
     expect(b.wait_ns).toBeGreaterThanOrEqual(0);
+    expect(b.edge_age_ns).toBeNull(); // no x-giul-edge-age-ns: read at the arrival
+  });
+
+  it("reads a client's edge in the past when asked (x-giul-edge-age-ns), and refuses a bad age naming the header", async () => {
+    // Two readings 1 s apart, the second asked for the instant 0.4 s before it arrived: their
+    // difference is the card's energy between the first and that instant (the scenario's truth).
+    const a = JSON.parse((await get("/energy")).text);
+    await sleep(1_000);
+    const sent = process.hrtime.bigint();
+    const r = await get("/energy", "GET", { "x-giul-edge-age-ns": "400000000" });
+    expect(r.status).toBe(200);
+    const b = JSON.parse(r.text);
+    expect(b.edge_age_ns).toBe(400_000_000);
+    // The instant read is 0.4 s before the arrival, so before this request was even sent.
+    expect(BigInt(b.monotonic_ns)).toBeLessThan(sent);
+    expect(BigInt(b.monotonic_ns)).toBeGreaterThan(sent - 500_000_000n);
+    const truth = sc.energyJ(0, BigInt(a.monotonic_ns), BigInt(b.monotonic_ns));
+    expect(Math.abs(b.energy_j - a.energy_j - truth)).toBeLessThanOrEqual(truth * 0.01 + 4.2);
+    for (const bad of ["abc", "-5", "1.5", "10000000001"]) {
+      const refused = await get("/energy", "GET", { "x-giul-edge-age-ns": bad });
+      expect(refused.status).toBe(400);
+      expect(JSON.parse(refused.text).error).toMatch(
+        /^x-giul-edge-age-ns: expected a whole number of ns from 0 to 10000000000/,
+      );
+    }
   });
 
   it("serves Prometheus text for every card, leaving out what cannot be read", async () => {

@@ -248,13 +248,16 @@ export class DeviceMonitor {
     return { state, watts: latest.watts ?? state.powerW, energyJ: latest.energyJ, energyTotalJ, identity };
   }
 
-  /** GET /energy: the cumulative energy at this instant, once the sample after it exists. */
-  async energy(): Promise<Result<EnergyWire>> {
+  /**
+   * GET /energy: the cumulative energy at the request's arrival, or `edgeAgeNs` before it (the
+   * client's edge: see EDGE_AGE_HEADER), once the sample after that instant exists.
+   */
+  async energy(edgeAgeNs: number | null = null): Promise<Result<EnergyWire>> {
     const sampler = this.sampler;
     if (sampler === null) return fail(this.reason ?? "no sampler for this card");
     const { track, readings } = sampler;
     const arrived = process.hrtime.bigint();
-    const edge = track.edge();
+    const edge = edgeAgeNs === null ? track.edge() : readings.edgeAt(arrived - BigInt(edgeAgeNs));
     await track.settle([edge]);
     const r = readings.reading(edge);
     const info = readings.ringInfo();
@@ -283,6 +286,7 @@ export class DeviceMonitor {
       power_max_w: range === null ? null : range.maxMw / 1000,
       power_range_ns: POWER_RANGE_NS,
       edge_bounded: r.bounded,
+      edge_age_ns: edgeAgeNs,
     });
   }
 }

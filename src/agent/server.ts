@@ -19,6 +19,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { packageRoot } from "../binding.js";
 import { debug } from "../debug.js";
+import { EDGE_AGE_HEADER, EDGE_AGE_MAX_NS } from "../wire.js";
 import { answerClientErrors, type ConnectionCounts, ConnectionGuard } from "./connections.js";
 import { formatMetrics } from "./metrics.js";
 import { DeviceMonitor } from "./monitor.js";
@@ -216,7 +217,12 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       send(res, 200, JSON_TYPE, JSON.stringify(await monitor.power()));
       return;
     }
-    const reading = await monitor.energy();
+    const age = edgeAge(req.headers[EDGE_AGE_HEADER]);
+    if (typeof age === "string") {
+      sendError(res, 400, age);
+      return;
+    }
+    const reading = await monitor.energy(age);
     if (!reading.ok) {
       send(
         res,
@@ -294,4 +300,18 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       return closed;
     },
   };
+}
+
+/**
+ * The client's edge age (EDGE_AGE_HEADER), when it sent one: a whole number of ns, 0 to
+ * EDGE_AGE_MAX_NS; what is wrong with it, naming the header, otherwise.
+ */
+function edgeAge(raw: string | string[] | undefined): number | null | string {
+  if (raw === undefined) return null;
+  const text = Array.isArray(raw) ? raw.join(",") : raw;
+  const ns = /^\d{1,11}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(ns <= EDGE_AGE_MAX_NS)) {
+    return `${EDGE_AGE_HEADER}: expected a whole number of ns from 0 to ${EDGE_AGE_MAX_NS}, got ${JSON.stringify(text.slice(0, 40))}`;
+  }
+  return ns;
 }

@@ -58,7 +58,11 @@ export function getJson(
   url: URL,
   timeoutMs: number,
   clock: () => bigint = process.hrtime.bigint,
-  options: { readonly unref?: boolean } = {},
+  options: {
+    readonly unref?: boolean;
+    /** Extra request headers, made at each attempt from its send instant (tSend). */
+    readonly headers?: (tSend: bigint) => Record<string, string>;
+  } = {},
 ): Promise<HttpResult> {
   return new Promise((resolve) => {
     let settled = false;
@@ -81,7 +85,10 @@ export function getJson(
       try {
         req = (https_ ? https : http).get(
           url,
-          { agent: https_ ? keepAlive.https : keepAlive.http, headers: { accept: "application/json" } },
+          {
+            agent: https_ ? keepAlive.https : keepAlive.http,
+            headers: { accept: "application/json", ...options.headers?.(tSend) },
+          },
           (res) => {
             const chunks: Buffer[] = [];
             let size = 0;

@@ -10,6 +10,8 @@ export interface TrackReadings {
   latest(): LatestSample | null;
   /** What the running ring is: its column, period and counter step; null when none runs. */
   ringInfo(): RingInfo | null;
+  /** An edge of the track at an instant already past (CLOCK_MONOTONIC ns), to settle and read. */
+  edgeAt(tNs: bigint): Edge;
   /** The cumulative value at one settled edge of the track, with the samples that bracket it. */
   reading(edge: Edge): EdgeReading;
   /**

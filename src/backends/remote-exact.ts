@@ -10,7 +10,7 @@
  */
 import { debug } from "../debug.js";
 import { type Check, type Failure, fail, OK, type SpanMeasurement } from "../measurement.js";
-import { type EnergyWire, parseEnergy } from "../wire.js";
+import { EDGE_AGE_HEADER, EDGE_AGE_MAX_NS, type EnergyWire, parseEnergy } from "../wire.js";
 import { getJson, httpFailure } from "./agent-client.js";
 import type { Edge, EdgeError, IntervalMeasurement, Track } from "./track.js";
 import {
@@ -97,8 +97,12 @@ export class ExactTrack implements Track {
       this.batchTimer = null;
     }
     const url = new URL("energy", this.base);
+    // The agent reads the batch's newest edge, however long this loop held the request back: the
+    // edges are taken in time order, and each older one is placed from it (placeEdge).
+    const newest = edges[edges.length - 1] as RemoteEdge;
+    const headers = (tSend: bigint) => ({ [EDGE_AGE_HEADER]: String(edgeAgeNs(newest, tSend)) });
     this.inFlight += 1;
-    void getJson(url, this.timeoutMs, this.clock).then((r) => {
+    void getJson(url, this.timeoutMs, this.clock, { headers }).then((r) => {
       this.inFlight -= 1;
       if (this.batch !== null && this.inFlight < MAX_IN_FLIGHT) this.flush();
       let reason: string | null = null;
@@ -114,11 +118,7 @@ export class ExactTrack implements Track {
       }
       for (const e of edges) {
         if (reading !== null && r.ok) {
-          // The reading happened somewhere in the network part of the round trip: take its middle.
-          const netNs = Math.max(0, Number(r.tRecv - r.tSend) - reading.wait_ns);
-          e.leadNs = Math.max(0, Number(r.tSend - e.tNs) + netNs / 2);
-          e.netHalfNs = netNs / 2;
-          e.reading = reading;
+          placeEdge(e, reading, newest.tNs, r.tSend, r.tRecv);
           debug(
             "remote edge: lead %d ns, rtt %d ns, wait %d ns, agent t %s, E %d J, P %s W, batch %d",
             e.leadNs,
@@ -185,6 +185,37 @@ export class ExactTrack implements Track {
       reason: `the giul-agent at ${this.base.href} was not reachable at the window's edges`,
     };
   }
+}
+
+/** The age sent for `edge` in a request sent at `tSend`: 0..EDGE_AGE_MAX_NS. */
+function edgeAgeNs(edge: Edge, tSend: bigint): number {
+  return Math.min(EDGE_AGE_MAX_NS, Math.max(0, Number(tSend - edge.tNs)));
+}
+
+/**
+ * Places edge `e` against the agent's reading (exported for tests): how long before the reading
+ * the edge was (leadNs, the reading being moved back by it at the power the agent read), and how
+ * unsure that is (netHalfNs). An agent that read the batch's newest edge, `newestNs`, as the
+ * request asked (edge_age_ns) read it late by the request's time on the network alone; an older
+ * agent read at the request's arrival, late by all the time since the edge. Either way the
+ * network part is somewhere in the round trip less the agent's wait: its middle, ± half.
+ */
+export function placeEdge(
+  e: RemoteEdge,
+  reading: EnergyWire,
+  newestNs: bigint,
+  tSend: bigint,
+  tRecv: bigint,
+): void {
+  const netNs = Math.max(0, Number(tRecv - tSend) - reading.wait_ns);
+  const askedAge = edgeAgeNs({ tNs: newestNs }, tSend);
+  // The reading's instant on this clock, less the network part: the arrival less the age asked
+  // (the newest edge), or the arrival itself.
+  const honoured = reading.edge_age_ns !== null && reading.edge_age_ns === askedAge;
+  const readAt = honoured ? tSend - BigInt(askedAge) : tSend;
+  e.leadNs = Math.max(0, Number(readAt - e.tNs) + netNs / 2);
+  e.netHalfNs = netNs / 2;
+  e.reading = reading;
 }
 
 /** Both edges have readings of one run of the agent's sampler, with no fault in between. */

@@ -258,10 +258,15 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   edge(): Edge {
-    const tNs = this.clock();
+    return this.edgeAt(this.clock());
+  }
+
+  /** An edge at an instant already past (giul-agent reads a client's edge this way). */
+  edgeAt(tNs: bigint): Edge {
     const ring = this.ring;
     if (ring === null) return { tNs };
-    const e = new RingEdge(tNs, ring);
+    const t = Number(tNs - ring.epochNs);
+    const e = new RingEdge(tNs, ring, pastHint(ring, t, this.scratch2), t);
     this.resolve(e);
     return e;
   }
@@ -533,4 +538,21 @@ export class RingTrack implements Track, TrackReadings {
     this.context = made;
     return made;
   }
+}
+
+/**
+ * The hint of an edge at `t` (ns after the ring's epoch), perhaps long past: what ring.head() was
+ * when `t` was now, one past the first sample after it (RingEdge.hint), found by bisection over
+ * the samples held. A sample that cannot be read (being overwritten: the oldest) counts as before.
+ */
+function pastHint(ring: SampleRing, t: number, s: Sample): number {
+  const head = ring.head();
+  let lo = Math.max(0, head - ring.capacity);
+  let hi = head;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (ring.read(mid, s) && s.t > t) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo + 1;
 }
