@@ -114,6 +114,30 @@ describe("RingTrack over the energy counter", () => {
     expect(total.maxGapMs).toBeLessThan(15);
   });
 
+  it("reads an edge long past (edgeAt, as giul-agent reads a client's edge) as it read it then", async () => {
+    const c = card({ column: "energy" });
+    c.track.retain(10);
+    c.sampleUntil(0.2);
+    c.setNow(0.2034);
+    const open = c.track.edge();
+    c.setNow(0.7517);
+    const then = c.track.edge();
+    c.sampleUntil(1.45);
+    c.setNow(1.45);
+    // 0.7 s later, the same instant read after the fact, and one before any sample after it.
+    const past = c.track.edgeAt(then.tNs);
+    const start = c.track.edgeAt(open.tNs);
+    await c.track.settle([open, then, past, start]);
+    const live = c.track.span(open, then);
+    const late = c.track.span(start, past);
+    expect(live.ok && late.ok).toBe(true);
+    if (!live.ok || !late.ok) return;
+    const truth = truthJ(0.2034, 0.7517);
+    expect(Math.abs(late.grossJoules - truth)).toBeLessThanOrEqual(late.uncertaintyJoules);
+    expect(late.grossJoules).toBeCloseTo(live.grossJoules, 6);
+    expect(late.samples).toBe(live.samples);
+  });
+
   it("places each edge exactly once the counter has shown it updates at every read", async () => {
     // Slow sampling (100 ms), fine counter (1 ms): the counter changes at every read. Once it has
     // done so for long enough (and the changes agree with the power read beside them), each read's
