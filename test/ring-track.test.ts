@@ -3,6 +3,7 @@ import { JsRing } from "../src/backends/js-ring.js";
 import type { RingSource } from "../src/backends/ring.js";
 import { RingTrack } from "../src/backends/ring-track.js";
 import { WAIT_CAP_MS, WAIT_FLOOR_MS } from "../src/backends/ring-waits.js";
+import type { Edge } from "../src/backends/track.js";
 import { OK, ok } from "../src/measurement.js";
 
 // The window arithmetic shared by every sampling backend, driven by a synthetic card whose power
@@ -32,6 +33,8 @@ interface Card {
   ring: JsRing;
   track: RingTrack;
   setNow(s: number): void;
+  /** The track's edge at `s` (the clock set there first). */
+  edgeAtS(s: number): Edge;
   /** Samples every periodS up to time s, with the counter updating every stepS. */
   sampleUntil(s: number): void;
 }
@@ -74,6 +77,10 @@ function card(options: {
     setNow: (s) => {
       now = toNs(s);
     },
+    edgeAtS: (s) => {
+      now = toNs(s);
+      return track.edge();
+    },
     sampleUntil: (s) => {
       for (; next <= s + 1e-12; next += periodS) {
         // jitter the sample instants a little, as a real thread would
@@ -90,12 +97,7 @@ describe("RingTrack over the energy counter", () => {
     const c = card({ column: "energy" });
     c.track.retain(10);
     c.sampleUntil(0.2);
-    c.setNow(0.2034);
-    const open = c.track.edge();
-    c.setNow(0.7517);
-    const mid = c.track.edge();
-    c.setNow(1.4071);
-    const close = c.track.edge();
+    const [open, mid, close] = [0.2034, 0.7517, 1.4071].map(c.edgeAtS) as [Edge, Edge, Edge];
     c.sampleUntil(1.45);
     await c.track.settle([open, mid, close]);
     const total = c.track.span(open, close);
@@ -118,10 +120,7 @@ describe("RingTrack over the energy counter", () => {
     const c = card({ column: "energy" });
     c.track.retain(10);
     c.sampleUntil(0.2);
-    c.setNow(0.2034);
-    const open = c.track.edge();
-    c.setNow(0.7517);
-    const then = c.track.edge();
+    const [open, then] = [0.2034, 0.7517].map(c.edgeAtS) as [Edge, Edge];
     c.sampleUntil(1.45);
     c.setNow(1.45);
     // 0.7 s later, the same instant read after the fact, and one before any sample after it.

@@ -202,3 +202,20 @@ export function samplesBetween(
   }
   return { maxGap, trapezoidMj, pMin, pMax };
 }
+
+/**
+ * The hint of an edge at `t` (ns after the ring's epoch), perhaps long past: what ring.head() was
+ * when `t` was now, one past the first sample after it (RingEdge.hint), found by bisection over
+ * the samples held. A sample that cannot be read (being overwritten: the oldest) counts as before.
+ */
+export function pastHint(ring: SampleRing, t: number, s: Sample): number {
+  const head = ring.head();
+  let lo = Math.max(0, head - ring.capacity);
+  let hi = head;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (ring.read(mid, s) && s.t > t) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo + 1;
+}

@@ -8,11 +8,13 @@ import {
   type EdgeContext,
   fail as failEdge,
   PENDING,
+  pastHint,
   RESOLVED,
   RingEdge,
   resolveEdge,
   samplesBetween,
 } from "./ring-edge.js";
+import { idlePeriodMs, RingLinger } from "./ring-linger.js";
 import { RingWaits } from "./ring-waits.js";
 import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
 import {
@@ -33,20 +35,6 @@ import {
  * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
  */
 
-/**
- * After the last window leaves, the sampler keeps its period this long (windows at thousands a
- * second follow each other), then backs off (the energy counter: see idlePeriodMs) or stops.
- */
-const LINGER_MS = 5_000;
-/**
- * A backed-off sampler stops after this much more with no window: until then the fused counter
- * keeps its lock on the counter's cadence and its reading of the power sensor, which a new sampler
- * needs about five seconds of updates to learn again (48 changes of a 100 ms counter: cadence.ts),
- * so that windows a few seconds apart are bounded as tightly as windows in a crowd.
- */
-const IDLE_MS = 60_000;
-/** The longest period a backed-off sampler reads at (ms). */
-const IDLE_PERIOD_MAX_MS = 50;
 /** How often a running counter's new samples are digested between edges (ms). */
 const DIGEST_MS = 25;
 
@@ -59,9 +47,14 @@ export class RingTrack implements Track, TrackReadings {
   private openReason: string | null = null;
   private users = 0;
   private periodMs = Number.POSITIVE_INFINITY;
-  private lingerTimer: NodeJS.Timeout | null = null;
-  /** The period the sampler backed off to with no window open (ms), or null while it has not. */
-  private idlePeriod: number | null = null;
+  /** What the sampler does once no window uses it (./ring-linger.ts). */
+  private readonly linger = new RingLinger({
+    busy: () => this.users > 0 || this.ring === null,
+    slower: () =>
+      this.ring === null ? null : idlePeriodMs(this.source.column, this.ring.counterStepNs(), this.periodMs),
+    setPeriod: (ms) => this.source.setPeriod(ms),
+    shut: () => this.shut(),
+  });
   private digestTimer: NodeJS.Timeout | null = null;
   /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
   private doorbell = false;
@@ -117,12 +110,8 @@ export class RingTrack implements Track, TrackReadings {
         this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
         this.startDigest();
       }
-    } else if (this.idlePeriod !== null) {
-      // Back from idle: the windows' period again, the next edge's read at once (the doorbell); the
-      // stop timer goes (the next release arms the linger afresh).
-      this.idlePeriod = null;
-      if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
-      this.lingerTimer = null;
+    } else if (this.linger.resumed()) {
+      // Back from idle: the windows' period again, the next edge's read at once (the doorbell).
       this.periodMs = Math.min(this.periodMs, periodMs);
       this.source.setPeriod(this.periodMs);
     } else if (periodMs < this.periodMs) {
@@ -139,55 +128,11 @@ export class RingTrack implements Track, TrackReadings {
       this.openReason = null;
       return;
     }
-    // Keep the sampler a while: at thousands of requests a second windows follow each other. One
-    // timer, pushed back at each release rather than made anew for each window.
-    if (this.lingerTimer !== null && this.idlePeriod === null) this.lingerTimer.refresh();
-    else this.arm(LINGER_MS);
-  }
-
-  private arm(ms: number): void {
-    if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
-    this.lingerTimer = setTimeout(() => this.idle(), ms);
-    this.lingerTimer.unref();
-  }
-
-  /**
-   * No window for a while: a counter's sampler backs off to a slower period (IDLE_MS more, then
-   * stops); the rest stop now (an integral of power keeps nothing a later window needs).
-   */
-  private idle(): void {
-    this.lingerTimer = null;
-    if (this.users > 0 || this.ring === null) return;
-    if (this.idlePeriod === null) {
-      const slower = this.idlePeriodMs(this.ring);
-      if (slower !== null) {
-        this.idlePeriod = slower;
-        this.source.setPeriod(slower);
-        this.arm(IDLE_MS);
-        return;
-      }
-    }
-    this.shut();
-  }
-
-  /**
-   * How slowly a counter's sampler reads with no window open (ms; null: no slower than now, or
-   * not a counter): a sixth of the counter's step (less two of today's periods, the step being
-   * estimated from above). Every update is still seen between two reads (reads are dithered up to
-   * 1.618 periods apart: native/sampler.cc), and about six reads a step keep each update's instant
-   * locked to about a millisecond (cadence.ts intersects the changes' read intervals).
-   */
-  private idlePeriodMs(ring: SampleRing): number | null {
-    if (this.source.column !== "energy") return null;
-    const stepNs = ring.counterStepNs();
-    if (!(stepNs > 0)) return null;
-    const ms = Math.min(IDLE_PERIOD_MAX_MS, Math.floor((stepNs / 1e6 - 2 * this.periodMs) / 6));
-    return ms > this.periodMs ? ms : null;
+    this.linger.released();
   }
 
   private shut(): void {
-    this.lingerTimer = null;
-    this.idlePeriod = null;
+    this.linger.reset();
     if (this.users > 0 || this.ring === null) return;
     this.ring = null;
     this.doorbell = false;
@@ -538,21 +483,4 @@ export class RingTrack implements Track, TrackReadings {
     this.context = made;
     return made;
   }
-}
-
-/**
- * The hint of an edge at `t` (ns after the ring's epoch), perhaps long past: what ring.head() was
- * when `t` was now, one past the first sample after it (RingEdge.hint), found by bisection over
- * the samples held. A sample that cannot be read (being overwritten: the oldest) counts as before.
- */
-function pastHint(ring: SampleRing, t: number, s: Sample): number {
-  const head = ring.head();
-  let lo = Math.max(0, head - ring.capacity);
-  let hi = head;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (ring.read(mid, s) && s.t > t) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo + 1;
 }
