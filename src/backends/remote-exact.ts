@@ -100,7 +100,7 @@ export class ExactTrack implements Track {
     // The agent reads the batch's newest edge, however long this loop held the request back: the
     // edges are taken in time order, and each older one is placed from it (placeEdge).
     const newest = edges[edges.length - 1] as RemoteEdge;
-    const headers = (tSend: bigint) => ({ [EDGE_AGE_HEADER]: String(edgeAgeNs(newest, tSend)) });
+    const headers = (tSend: bigint) => ({ [EDGE_AGE_HEADER]: String(edgeAgeNs(newest.tNs, tSend)) });
     this.inFlight += 1;
     void getJson(url, this.timeoutMs, this.clock, { headers }).then((r) => {
       this.inFlight -= 1;
@@ -187,9 +187,9 @@ export class ExactTrack implements Track {
   }
 }
 
-/** The age sent for `edge` in a request sent at `tSend`: 0..EDGE_AGE_MAX_NS. */
-function edgeAgeNs(edge: Edge, tSend: bigint): number {
-  return Math.min(EDGE_AGE_MAX_NS, Math.max(0, Number(tSend - edge.tNs)));
+/** The age sent for an edge at `tNs` in a request sent at `tSend`: 0..EDGE_AGE_MAX_NS. */
+function edgeAgeNs(tNs: bigint, tSend: bigint): number {
+  return Math.min(EDGE_AGE_MAX_NS, Math.max(0, Number(tSend - tNs)));
 }
 
 /**
@@ -208,7 +208,7 @@ export function placeEdge(
   tRecv: bigint,
 ): void {
   const netNs = Math.max(0, Number(tRecv - tSend) - reading.wait_ns);
-  const askedAge = edgeAgeNs({ tNs: newestNs }, tSend);
+  const askedAge = edgeAgeNs(newestNs, tSend);
   // The reading's instant on this clock, less the network part: the arrival less the age asked
   // (the newest edge), or the arrival itself.
   const honoured = reading.edge_age_ns !== null && reading.edge_age_ns === askedAge;

@@ -203,10 +203,19 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   edge(): Edge {
-    return this.edgeAt(this.clock());
+    const tNs = this.clock();
+    const ring = this.ring;
+    if (ring === null) return { tNs };
+    // Now: the first sample that can lie after it is the newest (the hint RingEdge takes itself).
+    const e = new RingEdge(tNs, ring);
+    this.resolve(e);
+    return e;
   }
 
-  /** An edge at an instant already past (giul-agent reads a client's edge this way). */
+  /**
+   * An edge at an instant already past (giul-agent reads a client's edge this way): its samples
+   * found by bisection over the ring (pastHint), not from the newest as edge() does.
+   */
   edgeAt(tNs: bigint): Edge {
     const ring = this.ring;
     if (ring === null) return { tNs };

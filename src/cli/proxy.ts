@@ -6,6 +6,7 @@
  */
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { isGiulError } from "../errors.js";
+import { DEFAULT_PERIOD_MS } from "../meter-options.js";
 import { type Node, resolveNode } from "../node.js";
 import { NdjsonLog } from "../proxy/log.js";
 import type { ProxyOptions } from "../proxy/options.js";
@@ -32,7 +33,7 @@ Card:
   --serving-match S     the server's process name (substring): other compute processes on the
                         card make a window contended
   --hint J              joules per 1,000 completion tokens, to estimate what cannot be measured
-  --period-ms N         sampling period, 1..1000 ms (default 5)
+  --period-ms N         sampling period, 1..1000 ms (default ${DEFAULT_PERIOD_MS})
 Listening:
   --listen HOST:PORT    default 127.0.0.1:9410. Bind a private address, not 0.0.0.0, unless
                         the host is otherwise firewalled
