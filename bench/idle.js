@@ -8,7 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { sleep } from "./lib.js";
+import { mainThreadCpuNs, sleep } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const i = process.argv.indexOf("--seconds");
@@ -21,41 +21,50 @@ process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current",
 const { Meter } = await import(join(process.env.GIUL_BENCH_DIST ?? join(root, "dist"), "index.js"));
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
 
-/** CPU time of the card's sampling thread so far (ns; 0 once it has stopped). */
-function samplerNs() {
-  let ns = 0;
+/** CPU time so far (ns) of the card's sampling thread (0 once it has stopped), the main thread, and the rest. */
+function threadNs() {
+  let sampler = 0;
+  let all = 0;
   for (const tid of readdirSync("/proc/self/task")) {
     try {
-      if (!readFileSync(`/proc/self/task/${tid}/comm`, "utf8").startsWith("giul-gpu")) continue;
-      ns += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      const ns = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      all += ns;
+      if (readFileSync(`/proc/self/task/${tid}/comm`, "utf8").startsWith("giul-gpu")) sampler += ns;
     } catch {
       // a thread that ended between the listing and the read
     }
   }
-  return ns;
+  const main = mainThreadCpuNs() ?? 0;
+  return { sampler, main, other: all - sampler - main };
 }
-/** The sampling thread's CPU over `ms` from now, % of one core. */
+/** CPU by thread between two threadNs() readings `ms` apart, % of one core. */
+function percent(a, b, ms) {
+  const f = (k) => ((b[k] - a[k]) / (ms * 1e6)) * 100;
+  return { sampler: f("sampler"), main: f("main"), other: f("other") };
+}
+/** CPU by thread over `ms` from now, % of one core. */
 async function share(ms) {
-  const c0 = samplerNs();
+  const c0 = threadNs();
   const t0 = performance.now();
   await sleep(ms);
-  return ((samplerNs() - c0) / ((performance.now() - t0) * 1e6)) * 100;
+  return percent(c0, threadNs(), performance.now() - t0);
 }
 
 // Windows back to back for a while (the cadence locks), measured meanwhile.
-const c0 = samplerNs();
+const c0 = threadNs();
 const t0 = performance.now();
 while (performance.now() - t0 < seconds * 1000) {
   const m = await Meter.forNode(node).open();
   await sleep(50);
   await m.close();
 }
-const busy = ((samplerNs() - c0) / ((performance.now() - t0) * 1e6)) * 100;
+const busy = percent(c0, threadNs(), performance.now() - t0);
 const linger = await share(4_500);
 await sleep(1_000); // the backoff, 5 s after the last window
 const idle = await share(seconds * 1000);
 rmSync(dir, { recursive: true, force: true });
 const f = (x) => x.toFixed(2);
+const row = (what, c) => `| ${what} | ${f(c.sampler)} | ${f(c.main)} | ${f(c.other)} |`;
 console.log(
   [
     `## A card's sampler with no window open`,
@@ -63,12 +72,12 @@ console.log(
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? "unknown"}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.`,
     `Command: \`node bench/idle.js --seconds ${seconds}\` (libnvidia-ml double, 100 ms counter step, default period).`,
     ``,
-    `| the sampling thread | % of one core |`,
-    `|---|---:|`,
-    `| windows of 50 ms back to back (${seconds} s) | ${f(busy)} |`,
-    `| the 5 s after the last window (the windows' period kept) | ${f(linger)} |`,
-    `| backed off (from 5 s after the last window, for a minute; ${seconds} s measured) | ${f(idle)} |`,
-    `| stopped (a minute after that) | 0 |`,
+    `| % of one core | sampling thread | main thread | other threads |`,
+    `|---|---:|---:|---:|`,
+    row(`windows of 50 ms back to back (${seconds} s)`, busy),
+    row("the 5 s after the last window (the windows' period kept)", linger),
+    row(`backed off (from 5 s after the last window, for a minute; ${seconds} s measured)`, idle),
+    `| stopped (a minute after that) | 0 | | |`,
     ``,
   ].join("\n"),
 );

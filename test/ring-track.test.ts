@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { CounterFusion } from "../src/backends/fusion.js";
 import { JsRing } from "../src/backends/js-ring.js";
 import type { RingSource } from "../src/backends/ring.js";
 import { RingTrack } from "../src/backends/ring-track.js";
@@ -453,6 +454,33 @@ describe("RingTrack with no window open", () => {
       vi.advanceTimersByTime(20);
       expect(asked.closed).toBe(1);
     } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("digests the counter's samples 40 times a second while windows use it, 4 times with none, and at once again at the next window", () => {
+    vi.useFakeTimers();
+    const digests = vi.spyOn(CounterFusion.prototype, "update");
+    try {
+      const { c } = released({ column: "energy", periodS: 0.005, stepS: 0.1 });
+      c.track.retain(5);
+      digests.mockClear();
+      vi.advanceTimersByTime(1_000);
+      expect(digests).toHaveBeenCalledTimes(40);
+      c.track.release();
+      // Ten ticks in a row with no window (250 ms), then every 250 ms: the event loop sleeps.
+      vi.advanceTimersByTime(250);
+      digests.mockClear();
+      vi.advanceTimersByTime(2_000);
+      expect(digests).toHaveBeenCalledTimes(8);
+      // A window: every 25 ms again from its start, not at the slow timer's next tick.
+      c.track.retain(5);
+      digests.mockClear();
+      vi.advanceTimersByTime(100);
+      expect(digests).toHaveBeenCalledTimes(4);
+      c.track.release();
+    } finally {
+      digests.mockRestore();
       vi.useRealTimers();
     }
   });

@@ -35,8 +35,16 @@ import {
  * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
  */
 
-/** How often a running counter's new samples are digested between edges (ms). */
+/** How often a running counter's new samples are digested between edges while windows use it (ms). */
 const DIGEST_MS = 25;
+/**
+ * How often with no window (ms): the sampler lingers and backs off for a minute, and a timer every
+ * DIGEST_MS would wake the event loop 40 times a second for a handful of samples. At most a few
+ * hundred samples wait for the next window (the ring holds 16,384), digested once.
+ */
+const IDLE_DIGEST_MS = 250;
+/** Digest ticks in a row with no window before the digest slows down. */
+const IDLE_DIGEST_AFTER = 10;
 
 export class RingTrack implements Track, TrackReadings {
   readonly backend: BackendName;
@@ -56,6 +64,9 @@ export class RingTrack implements Track, TrackReadings {
     shut: () => this.shut(),
   });
   private digestTimer: NodeJS.Timeout | null = null;
+  /** The digest's interval (ms), and its ticks in a row that found no window. */
+  private digestMs = DIGEST_MS;
+  private digestIdleTicks = 0;
   /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
   private doorbell = false;
   private readonly waits: RingWaits<RingEdge>;
@@ -98,6 +109,7 @@ export class RingTrack implements Track, TrackReadings {
 
   retain(periodMs: number): void {
     this.users += 1;
+    if (this.digestMs !== DIGEST_MS && this.digestTimer !== null) this.startDigest(DIGEST_MS);
     // A linger timer still set finds the track in use when it fires, and leaves it running.
     if (this.ring === null) {
       this.periodMs = periodMs;
@@ -108,7 +120,7 @@ export class RingTrack implements Track, TrackReadings {
         this.openReason = null;
         this.generation += 1;
         this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
-        this.startDigest();
+        this.startDigest(DIGEST_MS);
       }
     } else if (this.linger.resumed()) {
       // Back from idle: the windows' period again, the next edge's read at once (the doorbell).
@@ -156,13 +168,22 @@ export class RingTrack implements Track, TrackReadings {
    * a close() (windows closing together) do not first digest everything sampled since the window
    * opened (the counter's steps checked against the power, its cadence fitted).
    */
-  private startDigest(): void {
-    if (this.source.column !== "energy" || this.digestTimer !== null) return;
-    this.digestTimer = setInterval(() => {
-      const ring = this.ring;
-      if (ring !== null) this.fusionOf(ring)?.update();
-    }, DIGEST_MS);
+  private startDigest(ms: number): void {
+    if (this.source.column !== "energy") return;
+    if (this.digestTimer !== null) clearInterval(this.digestTimer);
+    this.digestMs = ms;
+    this.digestIdleTicks = 0;
+    this.digestTimer = setInterval(() => this.digest(), ms);
     this.digestTimer.unref();
+  }
+
+  private digest(): void {
+    const ring = this.ring;
+    if (ring !== null) this.fusionOf(ring)?.update();
+    // No window for a while (lingering, backed off): digest seldom, not 40 times a second.
+    if (this.users > 0) this.digestIdleTicks = 0;
+    else if (this.digestMs === DIGEST_MS && ++this.digestIdleTicks >= IDLE_DIGEST_AFTER)
+      this.startDigest(IDLE_DIGEST_MS);
   }
 
   ready(withinMs?: number): Promise<Check> {
