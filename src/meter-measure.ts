@@ -71,7 +71,8 @@ function measureSpan(
   const to = (w.entries.events[toIndex] as LedgerEvent).edge;
   const secs = Number(to.tNs - from.tNs) / 1e9;
   if (w.failure !== null) return { measurement: fail(w.failure), seconds: secs, concurrency };
-  const card = w.track.span(from, to);
+  // Shared: the bar is the ledger's share's, so the card's own is not narrowed.
+  const card = w.track.span(from, to, w.attribution === "exclusive");
   if (!card.ok || w.attribution === "exclusive") return { measurement: card, seconds: secs, concurrency };
   const share = w.ledger.share(w.entries, fromIndex, toIndex);
   if (!share.ok) return { measurement: share, seconds: secs, concurrency };

@@ -194,6 +194,21 @@ describe("RingTrack over the energy counter", () => {
     const truth = truthJ(1.9101, 1.9302);
     expect(Math.abs(span.grossJoules - truth)).toBeLessThanOrEqual(span.uncertaintyJoules);
     expect(span.uncertaintyJoules).toBeLessThan(truth * 0.1);
+    // Without the span's own bound (a shared window: its bar is the ledger's), the same value and
+    // quality, and none of the power readings' work that only narrows the bound.
+    const between = vi.spyOn(CounterFusion.prototype, "between");
+    try {
+      const bare = c.track.span(open, close, false);
+      expect(between).not.toHaveBeenCalled();
+      expect(bare.ok).toBe(true);
+      if (!bare.ok) return;
+      expect(bare.grossJoules).toBe(span.grossJoules);
+      expect(bare.samples).toBe(span.samples);
+      expect(bare.maxGapMs).toBe(span.maxGapMs);
+      expect(bare.uncertaintyJoules).toBeGreaterThanOrEqual(span.uncertaintyJoules);
+    } finally {
+      between.mockRestore();
+    }
   });
 
   it("fails a window in which the counter went backwards (driver reload)", async () => {

@@ -170,8 +170,8 @@ export class PolledTrack implements Track {
     return this.ring.edgeError(edge);
   }
 
-  span(from: Edge, to: Edge): SpanMeasurement {
-    const m = this.ring.span(from, to);
+  span(from: Edge, to: Edge, bound = true): SpanMeasurement {
+    const m = this.ring.span(from, to, bound);
     if (!m.ok) return { ok: false, reason: `giul 0.2 agent at ${this.base.href}: ${m.reason}` };
     return { ...m, caveat: POLL_CAVEAT(this.pollMs) };
   }

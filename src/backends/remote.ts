@@ -131,8 +131,8 @@ export class RemoteTrack implements Track {
     return this.agent === null ? Promise.resolve() : this.agent.settle(edges);
   }
 
-  span(from: Edge, to: Edge): SpanMeasurement {
-    if (this.agent !== null) return this.agent.span(from, to);
+  span(from: Edge, to: Edge, bound = true): SpanMeasurement {
+    if (this.agent !== null) return this.agent.span(from, to, bound);
     return fail(this.unreachable());
   }
 

@@ -274,7 +274,7 @@ export class RingTrack implements Track, TrackReadings {
     return this.waits.settle(pending);
   }
 
-  span(edgeFrom: Edge, edgeTo: Edge): SpanMeasurement {
+  span(edgeFrom: Edge, edgeTo: Edge, bound = true): SpanMeasurement {
     // Settled, one run of the sampler, no fault in between (faults through the cumulative column).
     const checked = this.checkPair(edgeFrom, edgeTo);
     if (!checked.ok) return checked;
@@ -301,7 +301,7 @@ export class RingTrack implements Track, TrackReadings {
     }
 
     const samples = Math.max(0, to.kA - from.kB + 1);
-    let grossMj = to.value - from.value;
+    const grossMj = to.value - from.value;
     let uncertaintyMj = from.errMj + to.errMj;
     let caveat: string | null = null;
     let maxGap: number;
@@ -309,10 +309,8 @@ export class RingTrack implements Track, TrackReadings {
     if (fusion !== null) {
       maxGap = fusion.maxGap(from.kA, to.kB);
       // The edges' difference, and where the power readings bound the span on their own (short
-      // spans), the tighter of the two.
-      const fused = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t));
-      grossMj = fused.valueMj;
-      uncertaintyMj = fused.errMj;
+      // spans), the tighter of the two. The value is the difference either way.
+      if (bound) uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t)).errMj;
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
       const walked = samplesBetween(ring, from.kA, to.kB, s);

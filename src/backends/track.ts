@@ -34,8 +34,12 @@ export interface Track {
    * rejects.
    */
   settle(edges: readonly Edge[]): Promise<void>;
-  /** Card energy between two settled edges, idle included, with its quality. */
-  span(from: Edge, to: Edge): SpanMeasurement;
+  /**
+   * Card energy between two settled edges, idle included, with its quality. `bound` false: the
+   * caller uses the value, samples and quality but not the span's own bound (a shared window's bar
+   * is the ledger's), so a track may skip the work that only narrows it.
+   */
+  span(from: Edge, to: Edge, bound?: boolean): SpanMeasurement;
   /**
    * Card energy between two settled edges however close together, idle included, with its bound:
    * what the per-card ledger splits among overlapping windows. Unlike span() there is no "shorter
