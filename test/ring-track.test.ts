@@ -500,6 +500,33 @@ describe("RingTrack with no window open", () => {
     }
   });
 
+  it("does not wake the event loop to digest while edges keep the digest current, and does once they stop", async () => {
+    vi.useFakeTimers();
+    // biome-ignore lint/suspicious/noExplicitAny: the timer's callback, private, spied on
+    const ticks = vi.spyOn(RingTrack.prototype as any, "digest");
+    try {
+      const c = card({ column: "energy", periodS: 0.005, stepS: 0.1 });
+      c.track.retain(5);
+      c.sampleUntil(1);
+      // An edge every 10 ms for a second, each settled on the sample after it: no tick.
+      for (let t = 1.001; t < 2; t += 0.01) {
+        const edge = c.edgeAtS(t);
+        c.sampleUntil(t + 0.01);
+        await c.track.settle([edge]);
+        vi.advanceTimersByTime(10);
+      }
+      expect(ticks).not.toHaveBeenCalled();
+      // The window still open, no edge for a second: the timer digests, 40 times.
+      c.sampleUntil(3);
+      vi.advanceTimersByTime(1_000);
+      expect(ticks).toHaveBeenCalledTimes(40);
+      c.track.release();
+    } finally {
+      ticks.mockRestore();
+      vi.useRealTimers();
+    }
+  });
+
   it("stops at once after the linger where backing off keeps nothing: an integral of power, or a counter that steps about as often as it is read", () => {
     vi.useFakeTimers();
     try {

@@ -136,8 +136,12 @@ export class CounterFusion {
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
 
-  constructor(ring: SampleRing, kind: PowerKind) {
+  /** Called after update() digested new samples (the track pushes its digest timer back). */
+  private readonly onDigest: (() => void) | null;
+
+  constructor(ring: SampleRing, kind: PowerKind, onDigest: (() => void) | null = null) {
     this.ring = ring;
+    this.onDigest = onDigest;
     this.usePower = kind === "instant";
     this.power = new PowerReadings(ring.capacity);
     this.memo = new SensorEnergyMemo(this.power);
@@ -157,6 +161,7 @@ export class CounterFusion {
       this.segment += 1;
       this.lastEnergy = Number.NaN;
     }
+    if (this.processed >= head) return;
     const s = this.s;
     for (; this.processed < head; this.processed++) {
       const k = this.processed;
@@ -212,6 +217,7 @@ export class CounterFusion {
       this.lastT = s.t;
       this.lastRead = s.readNs;
     }
+    this.onDigest?.();
   }
 
   /**

@@ -177,6 +177,15 @@ export class RingTrack implements Track, TrackReadings {
     this.digestTimer.unref();
   }
 
+  /**
+   * The fused counter digested new samples (for an edge, or on the timer): the timer's next tick
+   * is pushed back, so that while edges keep the digest current (windows coming and going) the
+   * timer never wakes the event loop.
+   */
+  private readonly digested = (): void => {
+    this.digestTimer?.refresh();
+  };
+
   private digest(): void {
     const ring = this.ring;
     if (ring !== null) this.fusionOf(ring)?.update();
@@ -492,7 +501,7 @@ export class RingTrack implements Track, TrackReadings {
     if (this.source.column !== "energy") return null;
     let fusion = this.fusions.get(ring);
     if (fusion === undefined) {
-      fusion = new CounterFusion(ring, this.source.averagedPower ? "averaged" : "instant");
+      fusion = new CounterFusion(ring, this.source.averagedPower ? "averaged" : "instant", this.digested);
       this.fusions.set(ring, fusion);
     }
     return fusion;
