@@ -527,6 +527,36 @@ describe("RingTrack with no window open", () => {
     }
   });
 
+  it("keeps the quick digest for windows a tenth of a second apart, whose edges push its ticks back", async () => {
+    vi.useFakeTimers();
+    // biome-ignore lint/suspicious/noExplicitAny: the digest's interval, private, spied on
+    const restarts = vi.spyOn(RingTrack.prototype as any, "startDigest");
+    try {
+      const c = card({ column: "energy", periodS: 0.005, stepS: 0.1 });
+      c.track.retain(5);
+      c.sampleUntil(1);
+      c.track.release();
+      restarts.mockClear();
+      // Windows of 25 ms every 100 ms for 3 s, each with an edge every 5 ms; 75 ms between them.
+      for (let t = 1; t < 4; t += 0.1) {
+        c.track.retain(5);
+        for (let u = t; u < t + 0.025; u += 0.005) {
+          const edge = c.edgeAtS(u + 0.001);
+          c.sampleUntil(u + 0.005);
+          await c.track.settle([edge]);
+          vi.advanceTimersByTime(5);
+        }
+        c.track.release();
+        c.sampleUntil(t + 0.1);
+        vi.advanceTimersByTime(75);
+      }
+      expect(restarts).not.toHaveBeenCalled();
+    } finally {
+      restarts.mockRestore();
+      vi.useRealTimers();
+    }
+  });
+
   it("stops at once after the linger where backing off keeps nothing: an integral of power, or a counter that steps about as often as it is read", () => {
     vi.useFakeTimers();
     try {

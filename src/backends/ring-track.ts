@@ -109,6 +109,8 @@ export class RingTrack implements Track, TrackReadings {
 
   retain(periodMs: number): void {
     this.users += 1;
+    // Edges push the digest's ticks back, so a tick may never see this window: count afresh.
+    this.digestIdleTicks = 0;
     if (this.digestMs !== DIGEST_MS && this.digestTimer !== null) this.startDigest(DIGEST_MS);
     // A linger timer still set finds the track in use when it fires, and leaves it running.
     if (this.ring === null) {
