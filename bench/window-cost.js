@@ -227,14 +227,15 @@ async function cpuAt(rate, seconds, reps) {
   for (let i = 0; i < reps; i++) {
     // Metered first, then bare; the sampler's CPU is the metered loop's (it runs for the windows).
     const metered = await atRate(true, rate, seconds);
+    // Let the sampler stop (5 s after the last window on this double, whose counter steps as often
+    // as it is read) before the bare loop: its linger would otherwise count as the bare loop's.
+    await sleep(6000);
     const bare = await atRate(false, rate, seconds);
     diffs.push({
       main: metered.main - bare.main,
       sampler: metered.sampler,
       other: metered.other - bare.other,
     });
-    // Let the sampler stop before the next pair, so that each pair sees its own.
-    await sleep(6000);
   }
   const pick = (k) => median(diffs.map((d) => d[k]));
   const r = { rate, main: pick("main"), sampler: pick("sampler"), other: pick("other") };
