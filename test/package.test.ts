@@ -70,8 +70,11 @@ const HOST = `${process.platform}-${process.arch}`;
 // then with the fused energy counter (backends/fusion.ts, cadence.ts, power-model.ts: +22 KB packed,
 // +78 KB unpacked, in each bundle that holds the native backends); still under what source maps and
 // duplicated CLI bundles cost before (563,412 / 2,088,369); then with the cheaper window (running
-// sums of the sensor's energy, a copy of each sample for edges: 537,936 → 543,429 packed).
-const BUDGET = { packed: 550_000, unpacked: 1_600_000 };
+// sums of the sensor's energy, a copy of each sample for edges: 537,936 → 543,429 packed); then
+// with the 5 ms period, edge ages and the idle backoff (about 548,600), and the idle digest, the
+// shared span without its bound and the unboxed numbers of events and edges (549,912): 555,000
+// leaves a few kB for the next feature and another toolchain's prebuilds, not for a regression.
+const BUDGET = { packed: 555_000, unpacked: 1_600_000 };
 
 let tarball: string;
 let work: string;

@@ -1,3 +1,4 @@
+import { type Unboxed, unboxedAccessors } from "../unboxed.js";
 import type { CounterFusion } from "./fusion.js";
 import { FLAG, type Sample, type SampleRing } from "./ring.js";
 import type { Edge } from "./track.js";
@@ -15,21 +16,11 @@ export const PENDING = 0;
 export const RESOLVED = 1;
 export const FAILED = 2;
 
-// Where each of an edge's fractional numbers sits in its `n` array (see RingEdge).
-const T = 0;
-const VALUE = 1;
-const ERR_MJ = 2;
-const COUNTER_A = 3;
-const POWER_MW = 4;
-const READ_NS = 5;
-
-/**
- * Its fractional numbers (the instant, the value and its error, the readings beside it) live in
- * one array of doubles behind accessors rather than in fields, as LedgerEvent's do (../ledger-event.ts):
- * one object for the collector instead of six heap numbers, per edge of every open window.
- */
-export class RingEdge implements Edge {
+/** Its fractional numbers are kept unboxed in `n` (../unboxed.ts). */
+export class RingEdge implements Edge, Unboxed {
   readonly tNs: bigint;
+  /** ns relative to the ring's epoch. */
+  declare readonly t: number;
   /** ring.head() when taken: the first sample that can lie after the edge is hint - 1. */
   readonly hint: number;
   readonly ring: SampleRing;
@@ -38,64 +29,34 @@ export class RingEdge implements Edge {
   /** The samples just before and after the edge, once the one after exists. */
   kA = -1;
   kB = -1;
+  /** The cumulative value at the edge (mJ), and how far off it can be either way (mJ). */
+  declare value: number;
+  declare errMj: number;
   /** The fused reading's basis (fusion.ts Basis); -1 on an integral. */
   basis = -1;
+  /** The counter's value at the sample before the edge (NaN on an integral). */
+  declare counterA: number;
+  declare powerMw: number;
+  /** Longest read among the two bracketing samples (ns). */
+  declare readNs: number;
   /** Cumulative faults at the samples before and after the edge. */
   faultsA = 0;
   faultsB = 0;
-  private readonly n: number[];
+  readonly n: number[];
 
   /** `t`, where the caller has it (an instant of the event log): tNs − ring.epochNs as a number. */
   constructor(tNs: bigint, ring: SampleRing, hint = ring.head(), t = Number(tNs - ring.epochNs)) {
     this.tNs = tNs;
     this.ring = ring;
     this.hint = hint;
-    // A literal of doubles (0.5), so that the array is one of doubles from the start.
+    // A literal of doubles (0.5: see ../unboxed.ts), then the starting values.
     const n = [t, 0.5, 0.5, 0.5, 0.5, 0.5];
-    n[VALUE] = 0;
-    n[ERR_MJ] = 0;
-    n[COUNTER_A] = Number.NaN;
-    n[POWER_MW] = 0;
-    n[READ_NS] = 0;
+    n[1] = 0;
+    n[2] = 0;
+    n[3] = Number.NaN;
+    n[4] = 0;
+    n[5] = 0;
     this.n = n;
-  }
-
-  /** ns relative to the ring's epoch. */
-  get t(): number {
-    return this.n[T] as number;
-  }
-  /** The cumulative value at the edge (mJ), and how far off it can be either way (mJ). */
-  get value(): number {
-    return this.n[VALUE] as number;
-  }
-  set value(x: number) {
-    this.n[VALUE] = x;
-  }
-  get errMj(): number {
-    return this.n[ERR_MJ] as number;
-  }
-  set errMj(x: number) {
-    this.n[ERR_MJ] = x;
-  }
-  /** The counter's value at the sample before the edge (NaN on an integral). */
-  get counterA(): number {
-    return this.n[COUNTER_A] as number;
-  }
-  set counterA(x: number) {
-    this.n[COUNTER_A] = x;
-  }
-  get powerMw(): number {
-    return this.n[POWER_MW] as number;
-  }
-  set powerMw(x: number) {
-    this.n[POWER_MW] = x;
-  }
-  /** Longest read among the two bracketing samples (ns). */
-  get readNs(): number {
-    return this.n[READ_NS] as number;
-  }
-  set readNs(x: number) {
-    this.n[READ_NS] = x;
   }
 
   /** Largest error of the edge's value either way (mJ). */
@@ -103,6 +64,11 @@ export class RingEdge implements Edge {
     return this.errMj;
   }
 }
+unboxedAccessors(
+  RingEdge.prototype,
+  ["t", "value", "errMj", "counterA", "powerMw", "readNs"],
+  ["value", "errMj", "counterA", "powerMw", "readNs"],
+);
 
 /** What resolving an edge needs from its track. */
 export interface EdgeContext {
