@@ -62,7 +62,9 @@ export class LedgerEvent implements Unboxed {
   ) {
     this.edge = edge;
     this.seq = seq;
-    this.countAfter = countAfter;
+    // A count of windows (an int32 stays a small integer, not a heap number; the log's counts
+    // arrive as doubles).
+    this.countAfter = countAfter | 0;
     // A literal of doubles (0.5: see ../unboxed.ts), the accumulators then zeroed.
     const n = [weightBefore, weightAfter, countNs, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5];
     for (let i = 3; i < n.length; i++) n[i] = 0;

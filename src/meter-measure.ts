@@ -5,7 +5,7 @@
  */
 import type { Track } from "./backends/track.js";
 import { type Attribution, aboveIdle, type Concurrency, type ShareMeasurement } from "./energy.js";
-import type { CardLedger, LedgerEvent, LedgerWindow } from "./ledger.js";
+import { CardLedger, type LedgerEvent, type LedgerWindow } from "./ledger.js";
 import { fail, type SpanMeasurement } from "./measurement.js";
 
 export interface StageMark {
@@ -13,7 +13,8 @@ export interface StageMark {
   /** Index of the mark's event in the window's ledger entries. */
   readonly index: number;
   readonly tokens: number | null;
-  readonly concurrency: Concurrency;
+  /** Most windows open at once over the stage, taken at its mark (CardLedger.maxCountSince). */
+  readonly maxConcurrency: number;
 }
 
 /** What one span (the window, or a stage) measured, before the rules. */
@@ -48,11 +49,16 @@ export function measureWindow(
   const last = w.entries.events.length - 1;
   const stages: Outcome["stages"][number][] = [];
   let from = 0;
+  const events = w.entries.events;
   for (const mark of marks) {
+    const concurrency: Concurrency = {
+      mean: CardLedger.meanCount(events[from] as LedgerEvent, events[mark.index] as LedgerEvent),
+      max: mark.maxConcurrency,
+    };
     stages.push({
       name: mark.name,
       tokens: mark.tokens,
-      ...measureSpan(w, from, mark.index, mark.concurrency),
+      ...measureSpan(w, from, mark.index, concurrency),
     });
     from = mark.index;
   }

@@ -265,12 +265,13 @@ export class Meter {
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
-    const event = ledger.mark(entries);
+    ledger.mark(entries);
     this.marks.push({
       name,
       index: entries.events.length - 1,
       tokens,
-      concurrency: ledger.concurrency(start, event),
+      // Only now is it exact (the newest event); the mean comes from the events at the close.
+      maxConcurrency: ledger.maxCountSince(start) | 0,
     });
   }
 

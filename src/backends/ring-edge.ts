@@ -22,13 +22,13 @@ export class RingEdge implements Edge, Unboxed {
   /** ns relative to the ring's epoch. */
   declare readonly t: number;
   /** ring.head() when taken: the first sample that can lie after the edge is hint - 1. */
-  readonly hint: number;
+  declare readonly hint: number;
   readonly ring: SampleRing;
   state = PENDING;
   reason: string | null = null;
-  /** The samples just before and after the edge, once the one after exists. */
-  kA = -1;
-  kB = -1;
+  /** The samples just before and after the edge, once the one after exists (-1 before). */
+  declare kA: number;
+  declare kB: number;
   /** The cumulative value at the edge (mJ), and how far off it can be either way (mJ). */
   declare value: number;
   declare errMj: number;
@@ -48,14 +48,16 @@ export class RingEdge implements Edge, Unboxed {
   constructor(tNs: bigint, ring: SampleRing, hint = ring.head(), t = Number(tNs - ring.epochNs)) {
     this.tNs = tNs;
     this.ring = ring;
-    this.hint = hint;
-    // A literal of doubles (0.5: see ../unboxed.ts), then the starting values.
-    const n = [t, 0.5, 0.5, 0.5, 0.5, 0.5];
+    // A literal of doubles (0.5: see ../unboxed.ts), then the starting values. The sample indices
+    // too: they outgrow small integers after weeks of sampling, and would be boxed then.
+    const n = [t, 0.5, 0.5, 0.5, 0.5, 0.5, hint, 0.5, 0.5];
     n[1] = 0;
     n[2] = 0;
     n[3] = Number.NaN;
     n[4] = 0;
     n[5] = 0;
+    n[7] = -1;
+    n[8] = -1;
     this.n = n;
   }
 
@@ -66,8 +68,8 @@ export class RingEdge implements Edge, Unboxed {
 }
 unboxedAccessors(
   RingEdge.prototype,
-  ["t", "value", "errMj", "counterA", "powerMw", "readNs"],
-  ["value", "errMj", "counterA", "powerMw", "readNs"],
+  ["t", "value", "errMj", "counterA", "powerMw", "readNs", "hint", "kA", "kB"],
+  ["value", "errMj", "counterA", "powerMw", "readNs", "kA", "kB"],
 );
 
 /** What resolving an edge needs from its track. */
