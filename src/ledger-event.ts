@@ -8,7 +8,7 @@ import { type Unboxed, unboxedAccessors } from "./unboxed.js";
 
 /**
  * One instant at which the windows on a card, or their weights, changed (or a stage ended). Its
- * numbers are kept unboxed in `n` (../unboxed.ts), in the order of EVENT_NUMBERS.
+ * numbers are kept unboxed in `n` (../unboxed.ts), in the order of its accessors' names below.
  */
 export class LedgerEvent implements Unboxed {
   readonly edge: Edge;
@@ -65,7 +65,8 @@ export class LedgerEvent implements Unboxed {
     // A count of windows (an int32 stays a small integer, not a heap number; the log's counts
     // arrive as doubles).
     this.countAfter = countAfter | 0;
-    // A literal of doubles (0.5: see ../unboxed.ts), the accumulators then zeroed.
+    // A literal of doubles (0.5: see ../unboxed.ts) in the accessors' order (below), the
+    // accumulators (v onwards) then zeroed.
     const n = [weightBefore, weightAfter, countNs, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5];
     for (let i = 3; i < n.length; i++) n[i] = 0;
     this.n = n;

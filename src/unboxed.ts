@@ -1,8 +1,8 @@
 /**
- * Numbers of long-lived objects kept unboxed. V8 keeps each fractional field of an object in a heap
- * number of its own; a window's ledger events and ring edges (four of each per window, alive as
- * long as it is open) had about 40 between them, each one more object for the collector to copy
- * (bench/RESULTS.md). An object that keeps them in one array of doubles, `n`, and reaches them
+ * Numbers of long-lived objects kept unboxed. V8 keeps each field holding a fraction (or an
+ * integer past the small ones) in a heap number of its own; a window's ledger events and ring edges
+ * (four of each per window, alive as long as it is open) had about 50 between them, each one more
+ * object for the collector to copy (bench/RESULTS.md). An object that keeps them in one array of doubles, `n`, and reaches them
  * through accessors defined here keeps them unboxed, its callers unchanged.
  */
 

@@ -16,7 +16,10 @@ export const PENDING = 0;
 export const RESOLVED = 1;
 export const FAILED = 2;
 
-/** Its fractional numbers are kept unboxed in `n` (../unboxed.ts). */
+/**
+ * Its fractional numbers and sample indices are kept unboxed in `n` (../unboxed.ts), in the order
+ * of its accessors' names below.
+ */
 export class RingEdge implements Edge, Unboxed {
   readonly tNs: bigint;
   /** ns relative to the ring's epoch. */
@@ -48,8 +51,9 @@ export class RingEdge implements Edge, Unboxed {
   constructor(tNs: bigint, ring: SampleRing, hint = ring.head(), t = Number(tNs - ring.epochNs)) {
     this.tNs = tNs;
     this.ring = ring;
-    // A literal of doubles (0.5: see ../unboxed.ts), then the starting values. The sample indices
-    // too: they outgrow small integers after weeks of sampling, and would be boxed then.
+    // A literal of doubles (0.5: see ../unboxed.ts) in the accessors' order (below), then the
+    // starting values. The sample indices too: they outgrow small integers after weeks of
+    // sampling, and would be boxed then.
     const n = [t, 0.5, 0.5, 0.5, 0.5, 0.5, hint, 0.5, 0.5];
     n[1] = 0;
     n[2] = 0;
