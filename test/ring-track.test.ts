@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { CounterFusion } from "../src/backends/fusion.js";
 import { JsRing } from "../src/backends/js-ring.js";
 import type { RingSource } from "../src/backends/ring.js";
+import { RingDigest } from "../src/backends/ring-digest.js";
 import { RingTrack } from "../src/backends/ring-track.js";
 import { WAIT_CAP_MS, WAIT_FLOOR_MS } from "../src/backends/ring-waits.js";
 import type { Edge } from "../src/backends/track.js";
@@ -503,7 +504,7 @@ describe("RingTrack with no window open", () => {
   it("does not wake the event loop to digest while edges keep the digest current, and does once they stop", async () => {
     vi.useFakeTimers();
     // biome-ignore lint/suspicious/noExplicitAny: the timer's callback, private, spied on
-    const ticks = vi.spyOn(RingTrack.prototype as any, "digest");
+    const ticks = vi.spyOn(RingDigest.prototype as any, "tick");
     try {
       const c = card({ column: "energy", periodS: 0.005, stepS: 0.1 });
       c.track.retain(5);
@@ -530,7 +531,7 @@ describe("RingTrack with no window open", () => {
   it("keeps the quick digest for windows a tenth of a second apart, whose edges push its ticks back", async () => {
     vi.useFakeTimers();
     // biome-ignore lint/suspicious/noExplicitAny: the digest's interval, private, spied on
-    const restarts = vi.spyOn(RingTrack.prototype as any, "startDigest");
+    const restarts = vi.spyOn(RingDigest.prototype as any, "restart");
     try {
       const c = card({ column: "energy", periodS: 0.005, stepS: 0.1 });
       c.track.retain(5);

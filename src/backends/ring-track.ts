@@ -3,6 +3,7 @@ import { type BackendName, type Check, OK, type SpanMeasurement } from "../measu
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
 import { emptySample, type RingSource, type Sample, type SampleRing } from "./ring.js";
+import { RingDigest } from "./ring-digest.js";
 import {
   describeFaults,
   type EdgeContext,
@@ -35,17 +36,6 @@ import {
  * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
  */
 
-/** How often a running counter's new samples are digested between edges while windows use it (ms). */
-const DIGEST_MS = 25;
-/**
- * How often with no window (ms): the sampler lingers and backs off for a minute, and a timer every
- * DIGEST_MS would wake the event loop 40 times a second for a handful of samples. At most a few
- * hundred samples wait for the next window (the ring holds 16,384), digested once.
- */
-const IDLE_DIGEST_MS = 250;
-/** Digest ticks in a row with no window before the digest slows down. */
-const IDLE_DIGEST_AFTER = 10;
-
 export class RingTrack implements Track, TrackReadings {
   readonly backend: BackendName;
   /** A ring's samples can be read one by one (giul-agent serves them): this track offers readings. */
@@ -63,10 +53,14 @@ export class RingTrack implements Track, TrackReadings {
     setPeriod: (ms) => this.source.setPeriod(ms),
     shut: () => this.shut(),
   });
-  private digestTimer: NodeJS.Timeout | null = null;
-  /** The digest's interval (ms), and its ticks in a row that found no window. */
-  private digestMs = DIGEST_MS;
-  private digestIdleTicks = 0;
+  /** When the fused counter digests new samples between edges (./ring-digest.ts). */
+  private readonly digest = new RingDigest({
+    busy: () => this.users > 0,
+    digest: () => {
+      const ring = this.ring;
+      if (ring !== null) this.fusionOf(ring)?.update();
+    },
+  });
   /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
   private doorbell = false;
   private readonly waits: RingWaits<RingEdge>;
@@ -109,9 +103,7 @@ export class RingTrack implements Track, TrackReadings {
 
   retain(periodMs: number): void {
     this.users += 1;
-    // Edges push the digest's ticks back, so a tick may never see this window: count afresh.
-    this.digestIdleTicks = 0;
-    if (this.digestMs !== DIGEST_MS && this.digestTimer !== null) this.startDigest(DIGEST_MS);
+    this.digest.retained();
     // A linger timer still set finds the track in use when it fires, and leaves it running.
     if (this.ring === null) {
       this.periodMs = periodMs;
@@ -122,7 +114,7 @@ export class RingTrack implements Track, TrackReadings {
         this.openReason = null;
         this.generation += 1;
         this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
-        this.startDigest(DIGEST_MS);
+        if (this.source.column === "energy") this.digest.start();
       }
     } else if (this.linger.resumed()) {
       // Back from idle: the windows' period again, the next edge's read at once (the doorbell).
@@ -151,8 +143,7 @@ export class RingTrack implements Track, TrackReadings {
     this.ring = null;
     this.doorbell = false;
     this.periodMs = Number.POSITIVE_INFINITY;
-    if (this.digestTimer !== null) clearInterval(this.digestTimer);
-    this.digestTimer = null;
+    this.digest.stop();
     this.source.close();
   }
 
@@ -163,38 +154,6 @@ export class RingTrack implements Track, TrackReadings {
     } catch (error) {
       debug("the doorbell's look at the waits failed: %s", String(error));
     }
-  }
-
-  /**
-   * Reads the fused counter's new samples now and then while the ring runs, so that the edges of
-   * a close() (windows closing together) do not first digest everything sampled since the window
-   * opened (the counter's steps checked against the power, its cadence fitted).
-   */
-  private startDigest(ms: number): void {
-    if (this.source.column !== "energy") return;
-    if (this.digestTimer !== null) clearInterval(this.digestTimer);
-    this.digestMs = ms;
-    this.digestIdleTicks = 0;
-    this.digestTimer = setInterval(() => this.digest(), ms);
-    this.digestTimer.unref();
-  }
-
-  /**
-   * The fused counter digested new samples (for an edge, or on the timer): the timer's next tick
-   * is pushed back, so that while edges keep the digest current (windows coming and going) the
-   * timer never wakes the event loop.
-   */
-  private readonly digested = (): void => {
-    this.digestTimer?.refresh();
-  };
-
-  private digest(): void {
-    const ring = this.ring;
-    if (ring !== null) this.fusionOf(ring)?.update();
-    // No window for a while (lingering, backed off): digest seldom, not 40 times a second.
-    if (this.users > 0) this.digestIdleTicks = 0;
-    else if (this.digestMs === DIGEST_MS && ++this.digestIdleTicks >= IDLE_DIGEST_AFTER)
-      this.startDigest(IDLE_DIGEST_MS);
   }
 
   ready(withinMs?: number): Promise<Check> {
@@ -503,7 +462,11 @@ export class RingTrack implements Track, TrackReadings {
     if (this.source.column !== "energy") return null;
     let fusion = this.fusions.get(ring);
     if (fusion === undefined) {
-      fusion = new CounterFusion(ring, this.source.averagedPower ? "averaged" : "instant", this.digested);
+      fusion = new CounterFusion(
+        ring,
+        this.source.averagedPower ? "averaged" : "instant",
+        this.digest.digested,
+      );
       this.fusions.set(ring, fusion);
     }
     return fusion;
