@@ -50,6 +50,7 @@ export interface ChargeContext {
   readonly contentionUnchecked: string | null;
   /** The node watches for tenants (it sets servingMatch). */
   readonly shared: boolean;
+  /** The span's stages: handed over to charge(), which freezes this object itself (no copy). */
   readonly stages: Readonly<Record<string, Energy>>;
   readonly attribution: Attribution;
   /** Windows open on the card during the span, or null when not known. */
@@ -210,7 +211,8 @@ export function aboveIdle(grossJoules: number, idleW: number, seconds: number): 
  *    `measuredJoules`.
  */
 export function charge(measurement: SpanMeasurement | ShareMeasurement, ctx: ChargeContext): Energy {
-  const stages = Object.keys(ctx.stages).length === 0 ? NO_STAGES : Object.freeze({ ...ctx.stages });
+  // Handed over by the caller and frozen as it is: a frozen copy of a spread costs ~5× more.
+  const stages = isEmpty(ctx.stages) ? NO_STAGES : Object.freeze(ctx.stages);
   const contendedBy =
     ctx.contendedBy === null || ctx.contendedBy.length === 0
       ? NO_PROCESSES
@@ -277,6 +279,11 @@ export function charge(measurement: SpanMeasurement | ShareMeasurement, ctx: Cha
     concurrency: ctx.concurrency,
     cardJoules: card,
   });
+}
+
+function isEmpty(o: object): boolean {
+  for (const key in o) if (Object.hasOwn(o, key)) return false;
+  return true;
 }
 
 /** A span that could not be measured at all (no backend, say), under the same rules. */

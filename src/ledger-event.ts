@@ -36,6 +36,8 @@ export class LedgerEvent implements Unboxed {
   declare lag: number;
   /** Card energy above idle over the intervals with a window open, cumulative (J). */
   declare card: number;
+  /** The weight of the window whose event this is, from this event on (0 after its close). */
+  declare own: number;
   /** Set once the interval ending here has been accounted. */
   resolved = false;
   /** Events of the process-wide log were lost just before this one (the log wrapped). */
@@ -67,7 +69,7 @@ export class LedgerEvent implements Unboxed {
     this.countAfter = countAfter | 0;
     // A literal of doubles (0.5: see ../unboxed.ts) in the accessors' order (below), the
     // accumulators (v onwards) then zeroed.
-    const n = [weightBefore, weightAfter, countNs, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5];
+    const n = [weightBefore, weightAfter, countNs, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5];
     for (let i = 3; i < n.length; i++) n[i] = 0;
     this.n = n;
   }
@@ -79,8 +81,8 @@ export class LedgerEvent implements Unboxed {
 }
 unboxedAccessors(
   LedgerEvent.prototype,
-  ["weightBefore", "weightAfter", "countNs", "v", "u", "e2", "lagUp", "lagDown", "err", "lag", "card"],
-  ["v", "u", "e2", "lagUp", "lagDown", "err", "lag", "card"],
+  ["weightBefore", "weightAfter", "countNs", "v", "u", "e2", "lagUp", "lagDown", "err", "lag", "card", "own"],
+  ["v", "u", "e2", "lagUp", "lagDown", "err", "lag", "card", "own"],
 );
 
 /** What a window was charged between two of its own events. */
@@ -96,12 +98,10 @@ export type ShareResult =
 
 /**
  * One window's entries in its card's ledger: its events in order, each with the window's weight
- * from that event on.
+ * from that event on (LedgerEvent.own).
  */
 export class LedgerWindow {
   readonly events: LedgerEvent[] = [];
-  /** The window's own weight after each of its events (0 after the close). */
-  readonly weights: number[] = [];
   weight: number;
   constructor(weight: number) {
     this.weight = weight;

@@ -191,8 +191,9 @@ export class CardLedger {
     if (event.seq > this.requestedSeq) {
       const from = this.head + Math.max(0, this.requestedSeq + 1 - first.seq);
       const to = this.head + (event.seq - first.seq);
-      const edges: Edge[] = [];
-      for (let i = from; i <= to; i++) edges.push((this.pending[i] as LedgerEvent).edge);
+      // Sized at once (grown by push, an array of one or two edges would take room for 17).
+      const edges: Edge[] = new Array(to - from + 1);
+      for (let i = from; i <= to; i++) edges[i - from] = (this.pending[i] as LedgerEvent).edge;
       this.requestedSeq = event.seq;
       // settle() never rejects; whatever it could not settle is measured as broken below.
       this.frontier.add(event.seq, this.track.settle(edges));
@@ -222,7 +223,7 @@ export class CardLedger {
     for (let i = fromIndex; i <= toIndex; i++) {
       const e = w.events[i] as LedgerEvent;
       if (e.edgeFailure !== null) return { ok: false, reason: e.edgeFailure };
-      const weight = w.weights[i] as number;
+      const weight = e.own;
       // Its own event: the jump of its coefficient (from 0 at the span's start, to 0 at its end).
       const after = i === toIndex ? 0 : weight * inverse(e.weightAfter);
       const jump = after - before;
@@ -285,8 +286,8 @@ export class CardLedger {
         event.lostBefore = true;
       }
     }
+    event.own = ownAfter;
     w.events.push(event);
-    w.weights.push(ownAfter);
     return event;
   }
 

@@ -55,10 +55,14 @@ export function measureWindow(
       mean: CardLedger.meanCount(events[from] as LedgerEvent, events[mark.index] as LedgerEvent),
       max: mark.maxConcurrency,
     };
+    const span = measureSpan(w, from, mark.index, concurrency);
+    // Built field by field: a spread would build the span's object twice.
     stages.push({
       name: mark.name,
       tokens: mark.tokens,
-      ...measureSpan(w, from, mark.index, concurrency),
+      measurement: span.measurement,
+      seconds: span.seconds,
+      concurrency: span.concurrency,
     });
     from = mark.index;
   }

@@ -166,7 +166,7 @@ export class Meter {
     for (let i = 0; i < events.length; i++) {
       const last = this.state === "closing" || this.state === "closed" ? events.length - 1 : events.length;
       if (i >= last || marked.has(i)) continue;
-      weights.push({ tNs: (events[i] as LedgerEvent).edge.tNs, weight: entries.weights[i] as number });
+      weights.push({ tNs: (events[i] as LedgerEvent).edge.tNs, weight: (events[i] as LedgerEvent).own });
     }
     const closed = this.state === "closing" || this.state === "closed";
     return {

@@ -89,7 +89,9 @@ export function unknownKey(key: string, known: readonly string[]): string {
 
 /** The first key of `value` that is not in `known`, or null. */
 export function firstUnknownKey(value: object, known: readonly string[]): string | null {
-  for (const key of Object.keys(value)) if (!known.includes(key)) return key;
+  // for…in with an own-property check: no array of keys is built per call (a window checks its
+  // options twice).
+  for (const key in value) if (Object.hasOwn(value, key) && !known.includes(key)) return key;
   return null;
 }
 
