@@ -1,0 +1,177 @@
+#!/usr/bin/env node
+// The event loop's floor for a window (issues 10 and 12): what a window would cost if the ledger's
+// work (the edges' fused values, their bounds, the shares) were done off the event loop, against
+// what the Meter costs today, at 1,000 and 10,000 concurrent windows on the native path (the
+// libnvidia-ml test double).
+//
+// The "floor" window does on the event loop only what no design can move off it: its four events
+// appended to the card's process-wide event log (the real addon call, which stamps them and asks
+// the sampler for a read), a wait for one notification per batch of closes (a timer here, where an
+// accounting thread would ring), its events' figures read from shared memory (rows of a
+// Float64Array), and its record built and frozen (the total and two stages). Nothing is measured:
+// the figures read are zeros. What it costs is the least a window can cost on this event loop.
+//
+// Each variant (bare: the same requests unmetered; floor; meter: Meter.forNode, shared
+// attribution) runs in a process of its own, three times, alternated; the figure is the main thread's
+// CPU time per window (schedstat), median over rounds, minus the bare loop's.
+// Usage: npm run build:ts && node bench/floor.js [--quick]
+// Prints a Markdown section for bench/RESULTS.md.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { benchRequest, mainThreadCpuNs, median, squareWaveScenario } from "./lib.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const childAt = process.argv.indexOf("--child");
+
+if (childAt > 0) {
+  const [variant, nArg, roundsArg] = process.argv.slice(childAt + 1);
+  const n = Number(nArg);
+  const rounds = Number(roundsArg);
+  const dir = mkdtempSync(join(tmpdir(), "giul-bench-floor-"));
+  squareWaveScenario(dir);
+  process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+  const make = await variantOf(variant);
+  const cpu = [];
+  for (let r = 0; r < rounds + 3; r++) {
+    const c0 = mainThreadCpuNs();
+    await Promise.all(Array.from({ length: n }, (_, i) => benchRequest(make, i)));
+    if (r >= 3) cpu.push((mainThreadCpuNs() - c0) / 1e3 / n);
+  }
+  rmSync(dir, { recursive: true, force: true });
+  process.stdout.write(`${JSON.stringify({ variant, n, cpuUs: median(cpu) })}\n`);
+  process.exit(0);
+}
+
+/** The request's meter maker for a variant (null: bare). */
+async function variantOf(variant) {
+  if (variant === "bare") return null;
+  if (variant === "meter") {
+    const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
+    const { Meter } = await import(pathToFileURL(join(dist, "index.js")).href);
+    const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
+    return () => Meter.forNode(node, { joulesPer1kHint: 4000 });
+  }
+  const require = createRequire(import.meta.url);
+  const addon = process.env.GIUL_ADDON_PATH
+    ? require(process.env.GIUL_ADDON_PATH)
+    : require("node-gyp-build")(root);
+  const init = await addon.nvmlInit();
+  if (init.ok === false) throw new Error(`nvmlInit: ${init.reason}`);
+  const sampler = addon.openSampler(0, 5);
+  if (sampler.ok === false) throw new Error(`openSampler: ${sampler.reason}`);
+  return floorMeter(sampler);
+}
+
+/** A window that keeps on the event loop only what must be there (see the top of this file). */
+function floorMeter(sampler) {
+  const log = new Float64Array(sampler.ledger);
+  const ENTRY = 5;
+  const HEADER = 8;
+  const capacity = log[2];
+  // What an accounting thread would write for each event: a share's accumulators and bounds.
+  const ROW = 12;
+  const rows = new Float64Array(capacity * ROW);
+  let waiting = [];
+  let armed = false;
+  const ring = () => {
+    const now = waiting;
+    waiting = [];
+    armed = false;
+    for (const done of now) done();
+  };
+  class FloorMeter {
+    seqs = [];
+    marks = [];
+    async open() {
+      this.seqs.push(sampler.ledgerAppend(1, 1, 60));
+      return this;
+    }
+    mark(name) {
+      this.marks.push({ name, at: this.seqs.length });
+      this.seqs.push(sampler.ledgerAppend(0, 0, Number.NaN));
+    }
+    close() {
+      this.seqs.push(sampler.ledgerAppend(-1, -1, Number.NaN));
+      return new Promise((done) => {
+        waiting.push(done);
+        if (!armed) {
+          armed = true;
+          setTimeout(ring, 1);
+        }
+      });
+    }
+    span(a, b) {
+      const ka = this.seqs[a] % capacity;
+      const kb = this.seqs[b] % capacity;
+      return {
+        joules: rows[kb * ROW] - rows[ka * ROW],
+        uncertaintyJoules: rows[kb * ROW + 1] + rows[ka * ROW + 1],
+        seconds: (log[HEADER + kb * ENTRY] - log[HEADER + ka * ENTRY]) / 1e9,
+      };
+    }
+    record(s, tokens, stages) {
+      return Object.freeze({
+        joules: s.joules,
+        method: "sampled",
+        backend: "nvml_counter",
+        seconds: s.seconds,
+        tokens,
+        uncertaintyJoules: s.uncertaintyJoules,
+        attribution: "shared",
+        concurrency: Object.freeze({ mean: 1, max: 1 }),
+        cardJoules: s.joules,
+        stages,
+      });
+    }
+    result(options) {
+      const stages = {};
+      let from = 0;
+      for (const m of this.marks) {
+        stages[m.name] = this.record(this.span(from, m.at), null, Object.freeze({}));
+        from = m.at;
+      }
+      return this.record(this.span(0, this.seqs.length - 1), options?.tokens ?? null, Object.freeze(stages));
+    }
+  }
+  return () => new FloorMeter();
+}
+
+const quick = process.argv.includes("--quick");
+const runs = [
+  { n: 1000, rounds: quick ? 8 : 30 },
+  { n: 10000, rounds: quick ? 3 : 8 },
+];
+const table = [];
+for (const { n, rounds } of runs) {
+  const by = { bare: [], floor: [], meter: [] };
+  for (let rep = 0; rep < 3; rep++) {
+    for (const variant of ["bare", "floor", "meter"]) {
+      const child = spawnSync(
+        process.execPath,
+        [fileURLToPath(import.meta.url), "--child", variant, String(n), String(rounds)],
+        { encoding: "utf8", env: process.env, maxBuffer: 1 << 20 },
+      );
+      if (child.status !== 0) throw new Error(`${variant} at ${n}: ${child.stderr}`);
+      by[variant].push(JSON.parse(child.stdout.trim().split("\n").pop()).cpuUs);
+    }
+  }
+  const bare = median(by.bare);
+  table.push({ n, bare, floor: median(by.floor) - bare, meter: median(by.meter) - bare, by });
+}
+
+const fmt = (x) => x.toFixed(1);
+console.log(`## The event loop's floor for a window
+
+Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.
+Command: \`node bench/floor.js${quick ? " --quick" : ""}\`. Main-thread CPU µs per window (open + 2 marks + close + result),
+metered minus bare (bare: the same requests unmetered), median of rounds in each process, median of
+three processes each (in parentheses: each process's figure, the bare loop not subtracted):
+
+| concurrent windows | bare loop | floor: ledger work off the event loop | the Meter today |
+|---:|---:|---:|---:|
+${table.map((r) => `| ${r.n.toLocaleString("en")} | ${fmt(r.bare)} | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) |`).join("\n")}
+`);
