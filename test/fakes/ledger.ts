@@ -24,6 +24,10 @@ export interface LedgerEntry {
   readonly weightBefore: number;
   readonly weightAfter: number;
   readonly countAfter: number;
+  readonly ref: number;
+  readonly owner: number;
+  readonly own: number;
+  readonly kind: number;
 }
 
 /** Reads under the log's seqlock (the protocol of NativeRing in src/backends/nvml.ts). */
