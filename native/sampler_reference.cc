@@ -137,7 +137,8 @@ Napi::Value SamplerReference::SetPeriod(const Napi::CallbackInfo& info) {
 
 Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  constexpr const char* kUsage = "ledgerAppend(deltaWeight, deltaCount, idleW[, owner, own, kind]): ";
+  constexpr const char* kUsage =
+      "ledgerAppend(deltaWeight, deltaCount, idleW[, owner, own, kind]): ";
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) {
     throw Napi::TypeError::New(env, std::string(kUsage) + "each argument must be a number");
   }
@@ -162,8 +163,7 @@ Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
     }
     tag[i] = info[3 + i].As<Napi::Number>().DoubleValue();
   }
-  int64_t sequence =
-      lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w, tag);
+  int64_t sequence = lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w, tag);
   return Napi::Number::New(env, static_cast<double>(sequence));
 }
 
