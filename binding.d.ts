@@ -237,6 +237,8 @@ export interface LedgerLayout {
   readonly eOwner: number;
   readonly eOwn: number;
   readonly eKind: number;
+  /** Entry slot: an open's idle floor (ledgerAppend's idleW), NaN for every other event. */
+  readonly eIdleW: number;
 }
 
 /** A reference to the process-wide sampling thread of one device. */

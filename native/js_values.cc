@@ -138,6 +138,7 @@ Napi::Object LedgerLayoutObject(Napi::Env env) {
   set("eOwner", LedgerLayout::kOwner);
   set("eOwn", LedgerLayout::kOwn);
   set("eKind", LedgerLayout::kKind);
+  set("eIdleW", LedgerLayout::kEventIdleW);
   return Freeze(env, out);
 }
 

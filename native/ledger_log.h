@@ -16,7 +16,7 @@ namespace giul {
 struct LedgerLayout {
   static constexpr uint32_t kVersion = 2;
   static constexpr size_t kHeaderSlots = 8;
-  static constexpr size_t kEntrySlots = 9;
+  static constexpr size_t kEntrySlots = 10;
   static constexpr size_t kCapacity = 65536;
 
   // Header slots (slot 0 holds the seqlock generation and the layout version).
@@ -39,6 +39,8 @@ struct LedgerLayout {
   static constexpr size_t kOwner = 6;
   static constexpr size_t kOwn = 7;
   static constexpr size_t kKind = 8;
+  /// The idle floor the event's append was given (an open's; NaN otherwise).
+  static constexpr size_t kEventIdleW = 9;
 };
 
 class LedgerLog {

@@ -85,13 +85,14 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
       L.eOwner,
       L.eOwn,
       L.eKind,
+      L.eIdleW,
     ];
     expect(new Set(header).size).toBe(header.length);
     expect(new Set(entry).size).toBe(entry.length);
     for (const slot of header) expect(slot).toBeGreaterThanOrEqual(1); // slot 0 is the seqlock
     for (const slot of header) expect(slot).toBeLessThan(L.headerSlots);
     for (const slot of entry) expect(slot).toBeLessThan(L.entrySlots);
-    expect(L.entrySlots).toBe(9);
+    expect(L.entrySlots).toBe(10);
 
     const s = open(3, 1000);
     try {
@@ -158,6 +159,7 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
         owner: Number.NaN,
         own: Number.NaN,
         kind: Number.NaN,
+        idleW: dc > 0 ? idle : Number.NaN,
       });
       expect(log.header()).toEqual({
         published: k + 1,
@@ -206,13 +208,13 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
       const k3 = s.ledgerAppend(-2, -1, Number.NaN, 7, 0, 3);
       const tags = [k0, k1, k2, k3].map((k) => {
         const e = log.entry(k);
-        return e && [e.ref, e.owner, e.own, e.kind];
+        return e && [e.ref, e.owner, e.own, e.kind, e.idleW];
       });
       expect(tags).toEqual([
-        [s.refId, 7, 2, 0],
-        [other.refId, 7, 1, 0],
-        [s.refId, 7, 2, 1],
-        [s.refId, 7, 0, 3],
+        [s.refId, 7, 2, 0, 40],
+        [other.refId, 7, 1, 0, 40],
+        [s.refId, 7, 2, 1, Number.NaN],
+        [s.refId, 7, 0, 3, Number.NaN],
       ]);
       const append = s.ledgerAppend.bind(s) as (...args: unknown[]) => number;
       expect(() => append(0, 0, 0, "7")).toThrow(TypeError);

@@ -67,6 +67,7 @@ class LedgerReader {
         owner: f[base + L.eOwner],
         own: f[base + L.eOwn],
         kind: f[base + L.eKind],
+        idleW: f[base + L.eIdleW],
       };
     });
   }

@@ -28,6 +28,7 @@ export interface LedgerEntry {
   readonly owner: number;
   readonly own: number;
   readonly kind: number;
+  readonly idleW: number;
 }
 
 /** Reads under the log's seqlock (the protocol of NativeRing in src/backends/nvml.ts). */
