@@ -10,7 +10,7 @@ import type { EventLog, EventLogEntry } from "./track.js";
 export class NativeEventLog implements EventLog {
   private readonly f64: Float64Array;
   private readonly u32: Uint32Array;
-  private readonly capacity: number;
+  readonly capacity: number;
 
   constructor(
     private readonly sampler: NativeSampler,
@@ -21,8 +21,32 @@ export class NativeEventLog implements EventLog {
     this.capacity = this.f64[L.hCapacity] ?? 0;
   }
 
-  append(deltaWeight: number, deltaCount: number, idleW: number): number {
-    return this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW);
+  append(
+    deltaWeight: number,
+    deltaCount: number,
+    idleW: number,
+    owner?: number,
+    own?: number,
+    kind?: number,
+  ): number {
+    return owner === undefined
+      ? this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW)
+      : this.sampler.ledgerAppend(
+          deltaWeight,
+          deltaCount,
+          idleW,
+          owner,
+          own ?? Number.NaN,
+          kind ?? Number.NaN,
+        );
+  }
+
+  get refId(): number {
+    return this.sampler.refId;
+  }
+
+  get epochNs(): bigint {
+    return this.sampler.epochNs;
   }
 
   published(): number {
@@ -47,6 +71,11 @@ export class NativeEventLog implements EventLog {
       out.weightBefore = f[base + L.eWeightBefore] ?? Number.NaN;
       out.weightAfter = f[base + L.eWeightAfter] ?? Number.NaN;
       out.countAfter = f[base + L.eCountAfter] ?? 0;
+      out.ref = f[base + L.eRef] ?? Number.NaN;
+      out.owner = f[base + L.eOwner] ?? Number.NaN;
+      out.own = f[base + L.eOwn] ?? Number.NaN;
+      out.kind = f[base + L.eKind] ?? Number.NaN;
+      out.idleW = f[base + L.eIdleW] ?? Number.NaN;
       if (recheck(this.u32, g)) return true;
     }
     return false;
