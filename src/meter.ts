@@ -237,7 +237,8 @@ export class Meter {
     let ledger: CardLedger | null = null;
     let entries: LedgerWindow | null = null;
     try {
-      if (card !== null) remote = card.open(this.initialWeight, this.node.idleW, this.attribution);
+      if (card !== null)
+        remote = card.open(this.initialWeight, this.node.idleW, this.attribution, this.marks);
       if (remote === null) {
         ledger = ledgerFor(track);
         entries = ledger.openWindow(this.initialWeight, this.node.idleW);
@@ -354,7 +355,11 @@ export class Meter {
       return Promise.reject(new GiulError("WINDOW_STATE", `close(): the window is ${this.state}, not open`));
     }
     this.state = "closing";
-    this.closing = this.finish();
+    if (this.remote !== null && this.sync === null) {
+      // No hook to await first: straight to the worker's outcome (one async frame, not two).
+      abandoned.unregister(this);
+      this.closing = this.finishRemote(this.remote);
+    } else this.closing = this.finish();
     return this.closing;
   }
 
@@ -437,7 +442,12 @@ export class Meter {
     try {
       const outcome = await closing;
       if (contention) await contention;
-      this.outcome = this.named(outcome, remote, this.syncFailure ?? this.notReady);
+      const failure = this.syncFailure ?? this.notReady;
+      // Its stages came back named (./offload/codec.ts): as it is, unless something failed.
+      this.outcome =
+        failure === null && outcome.total.measurement.ok && outcome.stages.length === this.marks.length
+          ? outcome
+          : this.named(outcome, remote, failure);
     } catch (error) {
       this.outcome = this.named(null, remote, `evaluating the window failed: ${String(error)}`);
     } finally {

@@ -20,7 +20,7 @@ import type { Attribution } from "../energy.js";
 import { GiulError } from "../errors.js";
 import { fail } from "../measurement.js";
 import type { Outcome } from "../meter-measure.js";
-import { decodeOutcomes } from "./codec.js";
+import { decodeOutcomes, type StageName } from "./codec.js";
 import {
   KIND_CLOSE,
   KIND_MARK,
@@ -47,9 +47,12 @@ export class OffloadedWindow {
   /** The window's own weight after each event. */
   readonly weights: number[] = [];
   outcome: Promise<Outcome> | null = null;
-  constructor(owner: number, weight: number) {
+  /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
+  readonly names: readonly StageName[];
+  constructor(owner: number, weight: number, names: readonly StageName[]) {
     this.owner = owner;
     this.weight = weight;
+    this.names = names;
   }
 }
 
@@ -62,8 +65,13 @@ export class OffloadCard {
   ) {}
 
   /** Opens a window (throws GiulError naming idleW on a conflicting idle floor), or null. */
-  open(weight: number, idleW: number, attribution: Attribution): OffloadedWindow | null {
-    const w = new OffloadedWindow(this.client.nextOwner(), weight);
+  open(
+    weight: number,
+    idleW: number,
+    attribution: Attribution,
+    names: readonly StageName[],
+  ): OffloadedWindow | null {
+    const w = new OffloadedWindow(this.client.nextOwner(), weight, names);
     const kind = attribution === "exclusive" ? KIND_OPEN_EXCLUSIVE : KIND_OPEN_SHARED;
     const seq = this.log.append(weight, 1, idleW, w.owner, weight, kind);
     if (seq === -1) {
@@ -94,7 +102,7 @@ export class OffloadCard {
     w.weight = 0;
     const appended = this.stamp(w, this.log.append(delta, -1, Number.NaN, w.owner, 0, KIND_CLOSE), 0);
     w.outcome = appended
-      ? this.client.outcome(w.owner)
+      ? this.client.outcome(w)
       : Promise.resolve(failedOutcome("the window's closing event could not be appended to the card's log"));
     return w.outcome;
   }
@@ -108,6 +116,12 @@ export class OffloadCard {
     w.weights.push(weight);
     return true;
   }
+}
+
+/** A window waiting for its outcome: how its stages are named, and its close's resolver. */
+interface Waiter {
+  readonly names: readonly StageName[];
+  readonly done: (outcome: Outcome) => void;
 }
 
 /** How often windows still waiting on the worker are looked at (ms; see OffloadClient.watch). */
@@ -138,7 +152,7 @@ export class OffloadClient {
   };
   private readonly worker: Worker;
   private readonly flags: Int32Array;
-  private readonly waiting = new Map<number, (outcome: Outcome) => void>();
+  private readonly waiting = new Map<number, Waiter>();
   private readonly cards = new WeakMap<Track, OffloadCard | null>();
   private owners = 0;
   private cardCount = 0;
@@ -200,9 +214,9 @@ export class OffloadClient {
   }
 
   /** What window `owner` measured, once the worker posts it. */
-  outcome(owner: number): Promise<Outcome> {
+  outcome(w: OffloadedWindow): Promise<Outcome> {
     if (this.dead !== null) return Promise.resolve(failedOutcome(this.dead));
-    const promise = new Promise<Outcome>((done) => this.waiting.set(owner, done));
+    const promise = new Promise<Outcome>((done) => this.waiting.set(w.owner, { names: w.names, done }));
     if (!this.referenced) {
       // A close awaited keeps the process alive until it resolves, as it does in this thread.
       this.referenced = true;
@@ -224,10 +238,10 @@ export class OffloadClient {
     let seen = this.owners;
     this.watchdog = setInterval(() => {
       const late = `the accounting worker gave no outcome within ${WATCH_MS / 1000} s of the window's close`;
-      for (const [owner, done] of this.waiting) {
+      for (const [owner, waiter] of this.waiting) {
         if (owner > seen) continue;
         this.waiting.delete(owner);
-        done(failedOutcome(late));
+        waiter.done(failedOutcome(late));
       }
       seen = this.owners;
       this.settled();
@@ -259,13 +273,19 @@ export class OffloadClient {
       this.ready = true;
       return;
     }
-    decodeOutcomes(message.numbers, message.strings, (owner, outcome) => {
-      const done = this.waiting.get(owner);
-      if (done === undefined) return; // a window dropped unclosed: nobody waits
-      this.waiting.delete(owner);
-      this.received += 1;
-      done(outcome);
-    });
+    const waiting = this.waiting;
+    decodeOutcomes(
+      message.numbers,
+      message.strings,
+      // A window dropped unclosed: nobody waits.
+      (owner) => waiting.get(owner)?.names ?? null,
+      (owner, outcome) => {
+        const waiter = waiting.get(owner) as Waiter;
+        waiting.delete(owner);
+        this.received += 1;
+        waiter.done(outcome);
+      },
+    );
     this.settled();
   }
 
@@ -274,7 +294,7 @@ export class OffloadClient {
     this.dead = reason;
     debug("offload: %s", reason);
     const outcome = failedOutcome(reason);
-    for (const done of this.waiting.values()) done(outcome);
+    for (const waiter of this.waiting.values()) waiter.done(outcome);
     this.waiting.clear();
     this.settled();
     // Windows from now on are accounted on this thread: the worker's isolate is not kept.

@@ -105,10 +105,21 @@ function span(numbers: Float64Array, at: number, strings: readonly string[]): Sp
   return { measurement, seconds, concurrency };
 }
 
-/** Reads back what encodeOutcomes wrote: each window's number and its outcome, in order. */
+/** A stage's name and tokens, which the window's environment keeps (its marks). */
+export interface StageName {
+  readonly name: string;
+  readonly tokens: number | null;
+}
+
+/**
+ * Reads back what encodeOutcomes wrote, window by window: `want(owner)` says how the window's
+ * stages are named (null: nobody waits for it, skipped unread), `each` gets the outcome, its
+ * stages named so (a count that does not match the names: no stages).
+ */
 export function decodeOutcomes(
   numbers: Float64Array,
   strings: readonly string[],
+  want: (owner: number) => readonly StageName[] | null,
   each: (owner: number, outcome: Outcome) => void,
 ): void {
   let at = 0;
@@ -116,14 +127,21 @@ export function decodeOutcomes(
     const owner = numbers[at] as number;
     const count = numbers[at + 1] as number;
     at += 2;
+    const names = want(owner);
+    if (names === null) {
+      at += (1 + count) * ROW;
+      continue;
+    }
     const total = span(numbers, at, strings);
     at += ROW;
     const stages: Outcome["stages"][number][] = [];
     for (let i = 0; i < count; i++, at += ROW) {
+      const name = names[i];
+      if (name === undefined || count !== names.length) continue;
       const s = span(numbers, at, strings);
       stages.push({
-        name: "",
-        tokens: null,
+        name: name.name,
+        tokens: name.tokens,
         measurement: s.measurement,
         seconds: s.seconds,
         concurrency: s.concurrency,
