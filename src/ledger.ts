@@ -33,7 +33,13 @@
  * here. Elsewhere (nvidia-smi, a remote agent: per environment anyway) the events are this
  * environment's own.
  */
-import type { Edge, EventLogEntry, SharedLog, Track } from "./backends/track.js";
+import {
+  type Edge,
+  type EventLogEntry,
+  emptyLogEntry,
+  type SharedLog,
+  type Track,
+} from "./backends/track.js";
 import { aboveIdle, type Concurrency } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { inverse, LedgerEvent, LedgerWindow, type ShareResult } from "./ledger-event.js";
@@ -85,18 +91,7 @@ export class CardLedger {
   private skipNext = false;
   private localOpen = 0;
   private catchUp: NodeJS.Timeout | null = null;
-  private readonly entry: EventLogEntry = {
-    t: 0,
-    ringHead: 0,
-    weightBefore: 0,
-    weightAfter: 0,
-    countAfter: 0,
-    ref: Number.NaN,
-    owner: Number.NaN,
-    own: Number.NaN,
-    kind: Number.NaN,
-    idleW: Number.NaN,
-  };
+  private readonly entry: EventLogEntry = emptyLogEntry();
   private stackCount: number[] = [];
 
   constructor(track: Track) {

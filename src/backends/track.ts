@@ -1,3 +1,4 @@
+import type { NativeSampler } from "../../binding.js";
 import { type BackendName, type Check, type Failure, fail, type SpanMeasurement } from "../measurement.js";
 import type { TrackReadings } from "./readings.js";
 
@@ -149,20 +150,36 @@ export interface EventLogEntry {
   idleW?: number;
 }
 
+/** An entry to read the log into (every field present, so that its shape never changes). */
+export function emptyLogEntry(): EventLogEntry {
+  return {
+    t: 0,
+    ringHead: 0,
+    weightBefore: 0,
+    weightAfter: 0,
+    countAfter: 0,
+    ref: Number.NaN,
+    owner: Number.NaN,
+    own: Number.NaN,
+    kind: Number.NaN,
+    idleW: Number.NaN,
+  };
+}
+
+/**
+ * What an append says (the addon's ledgerAppend, binding.d.ts): the change of weight and of
+ * windows open, an open's idle floor, and, where the log keeps them (the native one), the window's
+ * number, its own weight after the event and the event's kind (../offload/kinds.ts).
+ */
+export type AppendArgs = Parameters<NativeSampler["ledgerAppend"]>;
+
 /** Windows' events appended by every environment of the process, in time order. */
 export interface EventLog {
   /**
    * Appends an event; its sequence number, or −1 when an open's idleW conflicts with the card's,
    * or −2 when the log can no longer be written from here (its reference was released).
    */
-  append(
-    deltaWeight: number,
-    deltaCount: number,
-    idleW: number,
-    owner?: number,
-    own?: number,
-    kind?: number,
-  ): number;
+  append(...args: AppendArgs): number;
   /**
    * Where the log records who appended each event (the native one): the id it records for this
    * environment's appends (EventLogEntry.ref).

@@ -13,7 +13,13 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import type { EventLog, SharedLog, Track } from "../backends/track.js";
+import {
+  type EventLog,
+  type EventLogEntry,
+  emptyLogEntry,
+  type SharedLog,
+  type Track,
+} from "../backends/track.js";
 import { packageRoot } from "../binding.js";
 import { debug } from "../debug.js";
 import type { Attribution } from "../energy.js";
@@ -138,18 +144,7 @@ function workerFile(): string | null {
 }
 
 export class OffloadClient {
-  readonly scratch = {
-    t: 0,
-    ringHead: 0,
-    weightBefore: 0,
-    weightAfter: 0,
-    countAfter: 0,
-    ref: Number.NaN,
-    owner: Number.NaN,
-    own: Number.NaN,
-    kind: Number.NaN,
-    idleW: Number.NaN,
-  };
+  readonly scratch: EventLogEntry = emptyLogEntry();
   private readonly worker: Worker;
   private readonly flags: Int32Array;
   private readonly waiting = new Map<number, Waiter>();

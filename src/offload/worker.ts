@@ -14,7 +14,7 @@ import type { MessagePort } from "node:worker_threads";
 import type { GiulBinding } from "../../binding.js";
 import { nvmlTrack } from "../backends/nvml.js";
 import type { RingTrack } from "../backends/ring-track.js";
-import type { EventLogEntry, SharedLog } from "../backends/track.js";
+import { type EventLogEntry, emptyLogEntry, type SharedLog } from "../backends/track.js";
 import type { Attribution, Concurrency } from "../energy.js";
 import { CardLedger, type LedgerEvent, LedgerWindow } from "../ledger.js";
 import { fail } from "../measurement.js";
@@ -70,18 +70,7 @@ export interface WorkerEnv {
 
 export function runAccounting(env: WorkerEnv): void {
   const cards = new Map<number, Card>();
-  const entry: EventLogEntry = {
-    t: 0,
-    ringHead: 0,
-    weightBefore: 0,
-    weightAfter: 0,
-    countAfter: 0,
-    ref: Number.NaN,
-    owner: Number.NaN,
-    own: Number.NaN,
-    kind: Number.NaN,
-    idleW: Number.NaN,
-  };
+  const entry: EventLogEntry = emptyLogEntry();
   let outbox: OutcomeItem[] = [];
   let flushing = false;
   let catchUp: NodeJS.Timeout | null = null;
