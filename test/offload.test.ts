@@ -57,11 +57,14 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
   it("one that dies while a window waits on it: that window is not measured, the next ones are", async () => {
     const { Meter, offloadClient } = await giulWith(DYING_WORKER);
     // Until the worker says it is ready, windows are accounted here.
+    const client = offloadClient();
     const first = await Meter.forNode(node).open();
+    const readyAtOpen = client?.ready;
     await sleep(80);
     await first.close();
     expectMeasured(first.result(), first);
-    const client = offloadClient();
+    if (readyAtOpen === false) console.log("the first window opened before the worker was ready");
+    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
     expect(client?.ready).toBe(true);
 
     const m = await Meter.forNode(node, { joulesPer1kHint: 1000 }).open();
