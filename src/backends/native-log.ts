@@ -7,6 +7,9 @@ import type { AppendArgs, EventLog, EventLogEntry } from "./track.js";
  * LedgerLayout): every JavaScript environment appends its windows' events through its own sampler
  * reference, and reads everyone's from the shared buffer without a call per entry.
  */
+/** Looks at an entry under the seqlock before giving up (see NativeEventLog.read). */
+const READ_TRIES = 4096;
+
 export class NativeEventLog implements EventLog {
   private readonly f64: Float64Array;
   private readonly u32: Uint32Array;
@@ -42,11 +45,16 @@ export class NativeEventLog implements EventLog {
     return this.header(this.L.hIdleW);
   }
 
+  /**
+   * Entry k into `out`; false when it is not (or no longer) held. Appends from other threads can
+   * keep the seqlock busy for a burst (each holds it ~0.1 µs): up to READ_TRIES looks, tens of µs
+   * at worst, so that a busy log is never taken for a lost entry.
+   */
   read(k: number, out: EventLogEntry): boolean {
     const L = this.L;
     const f = this.f64;
     const base = L.headerSlots + (k % this.capacity) * L.entrySlots;
-    for (let tries = 0; tries < 64; tries++) {
+    for (let tries = 0; tries < READ_TRIES; tries++) {
       const g = Atomics.load(this.u32, 0);
       if (g & 1) continue;
       const published = f[L.hPublished] ?? 0;
