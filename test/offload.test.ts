@@ -18,11 +18,12 @@ afterAll(() => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const node = { name: "iris", gpuIndex: 0, idleW: IDLE_W };
 
-/** A fresh copy of giul (no worker started yet) whose accounting worker is `file`. */
-async function giulWith(file: string) {
+/** A fresh copy of giul (no worker started yet) whose accounting worker is `file` (null: giul's). */
+async function giulWith(file: string | null) {
   vi.resetModules();
   process.env.GIUL_ACCOUNTING = "worker";
-  process.env.GIUL_OFFLOAD_WORKER = file;
+  if (file === null) delete process.env.GIUL_OFFLOAD_WORKER;
+  else process.env.GIUL_OFFLOAD_WORKER = file;
   const { Meter } = await import("../src/index.js");
   const { offloadClient } = await import("../src/offload/client.js");
   return { Meter, offloadClient };
@@ -80,5 +81,26 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
     await after.close();
     expectMeasured(after.result(), after);
     expect(offloadClient()).toBeNull();
+  });
+
+  it("a card whose sampler stopped and started again is followed through the new reference", async () => {
+    const { Meter, offloadClient } = await giulWith(null);
+    const warm = await Meter.forNode(node).open();
+    await warm.close();
+    const client = offloadClient();
+    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    for (let round = 0; round < 3; round++) {
+      const m = await Meter.forNode(node).open();
+      await sleep(60);
+      await m.close();
+      expectMeasured(m.result(), m);
+      // What the track's linger does after a minute without windows, at once: its sampler
+      // reference is released, and the next window appends through a new one.
+      const track = (m as unknown as { track: { shut(): void } }).track;
+      track.shut();
+    }
+    // Measured by the worker, through three references in turn.
+    expect(client?.received).toBeGreaterThanOrEqual(3);
+    expect(client?.dead).toBeNull();
   });
 });

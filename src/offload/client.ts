@@ -66,8 +66,10 @@ export class OffloadedWindow {
 export class OffloadCard {
   constructor(
     private readonly client: OffloadClient,
-    private readonly log: EventLog,
+    readonly log: EventLog,
     readonly epochNs: bigint,
+    /** Its number in the worker's messages. */
+    readonly id: number,
   ) {}
 
   /** Opens a window (throws GiulError naming idleW on a conflicting idle floor), or null. */
@@ -182,12 +184,14 @@ export class OffloadClient {
     // Until the worker has the addon and NVML, windows are accounted here: one that fails to start
     // costs no window its measurement.
     if (this.dead !== null || !this.ready) return null;
-    const known = this.cards.get(track);
-    if (known !== undefined) return known;
-    let card: OffloadCard | null = null;
     const t = track as Partial<OffloadableTrack>;
-    const spec = t.spec?.() ?? null;
     const shared = t.sharedLog?.() ?? null;
+    const known = this.cards.get(track);
+    // Known, and through the same reference (a track whose sampler stopped and started again
+    // appends through a new one, with a new id: the worker is told to follow that instead).
+    if (known === null || (known !== undefined && known.log === shared?.log)) return known;
+    let card: OffloadCard | null = null;
+    const spec = t.spec?.() ?? null;
     const ref = shared?.log.refId;
     const epochNs = shared?.log.epochNs;
     if (spec !== null && shared !== null && ref !== undefined && epochNs !== undefined) {
@@ -199,9 +203,10 @@ export class OffloadClient {
         periodMs,
         ref,
         from: shared.log.published(),
+        replaces: known?.id ?? null,
       });
       (track as OffloadableTrack).accountedElsewhere();
-      card = new OffloadCard(this, shared.log, epochNs);
+      card = new OffloadCard(this, shared.log, epochNs, this.cardCount);
     }
     // A track without a running ring now may have one later: only a kind that never can is kept.
     if (card !== null || spec === null) this.cards.set(track, card);

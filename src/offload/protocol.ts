@@ -17,6 +17,12 @@ export interface CardMessage {
   readonly ref: number;
   /** The log's next sequence number before the environment's first append through this track. */
   readonly from: number;
+  /**
+   * The card this one replaces (the same card, followed through a reference of the environment's
+   * that has since been released), or null: the worker stops following it once its windows are
+   * measured.
+   */
+  readonly replaces: number | null;
 }
 
 /** Windows closed since the last look: read the logs (the shared flag was cleared first). */

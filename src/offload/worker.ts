@@ -55,6 +55,8 @@ interface Card {
   /** Windows closed and not yet measured. */
   closing: number;
   retained: boolean;
+  /** Replaced (see CardMessage.replaces): dropped once none of its windows is left. */
+  retiring: boolean;
 }
 
 /** Entries the log holds (older ones are overwritten). */
@@ -261,7 +263,12 @@ export function runAccounting(env: WorkerEnv): void {
   };
 
   const readCards = (): void => {
-    for (const card of cards.values()) {
+    for (const [id, card] of cards) {
+      if (card.retiring && card.windows.size === 0 && card.closing === 0) {
+        if (card.retained) card.track.release();
+        cards.delete(id);
+        continue;
+      }
       try {
         read(card);
       } catch (error) {
@@ -289,6 +296,8 @@ export function runAccounting(env: WorkerEnv): void {
     const b = binding as GiulBinding;
     const { spec } = message;
     const track = nvmlTrack(b, spec.index, { counter: spec.counter, instantPower: spec.instantPower });
+    const old = message.replaces === null ? undefined : cards.get(message.replaces);
+    if (old !== undefined) old.retiring = true;
     cards.set(message.card, {
       message,
       track,
@@ -299,6 +308,7 @@ export function runAccounting(env: WorkerEnv): void {
       windows: new Map(),
       closing: 0,
       retained: false,
+      retiring: false,
     });
   };
 
