@@ -227,6 +227,18 @@ export interface LedgerLayout {
   readonly eWeightAfter: number;
   /** Entry slot: windows open on the card just after the event. */
   readonly eCountAfter: number;
+  /** Entry slot: the appending reference's {@link NativeSampler.refId}. */
+  readonly eRef: number;
+  /**
+   * Entry slots: what the appending environment said of the event (ledgerAppend's owner, own and
+   * kind), stored as given; NaN where it said nothing. A dropped reference's closing event has
+   * eKind 4 and NaN owner and own.
+   */
+  readonly eOwner: number;
+  readonly eOwn: number;
+  readonly eKind: number;
+  /** Entry slot: an open's idle floor (ledgerAppend's idleW), NaN for every other event. */
+  readonly eIdleW: number;
 }
 
 /** A reference to the process-wide sampling thread of one device. */
@@ -239,6 +251,11 @@ export interface NativeSampler {
   /** CLOCK_MONOTONIC ns that sample times (and event times) are relative to. */
   readonly epochNs: bigint;
   readonly device: number;
+  /**
+   * This reference's id among its device's (1, 2, …): the eRef of every event it appends, so that
+   * an environment can tell its own events from other environments' in the log.
+   */
+  readonly refId: number;
   /**
    * Ask for a period (ms, 1..1000). The thread runs at the shortest period any live reference
    * asked for. Takes effect on the next tick.
@@ -259,10 +276,22 @@ export interface NativeSampler {
    * finaliser, its environment's teardown) with windows still open, one event closing them
    * (−its weight, −its count) is appended for it.
    *
+   * `owner`, `own` and `kind` (optional) are what the environment says of the event, stored in
+   * the entry as given (eOwner, eOwn, eKind): giul's windows put their number, their own weight
+   * after the event and its kind there (src/backends/native-log.ts), so that an accounting worker
+   * can follow them.
+   *
    * Throws a TypeError (src/ never makes one) when an argument is not a number, deltaWeight is not
    * finite, deltaCount is not −1, 0 or 1, or an open's idleW is not finite.
    */
-  ledgerAppend(deltaWeight: number, deltaCount: number, idleW: number): number;
+  ledgerAppend(
+    deltaWeight: number,
+    deltaCount: number,
+    idleW: number,
+    owner?: number,
+    own?: number,
+    kind?: number,
+  ): number;
   /**
    * Installs this reference's doorbell (replacing any earlier one): `callback` runs on this
    * environment's thread after the sampling thread's next published tick following a wake(), once

@@ -12,12 +12,14 @@
 // the figures read are zeros. What it costs is the least a window can cost on this event loop.
 //
 // Each variant (bare: the same requests unmetered; floor; meter: Meter.forNode, shared
-// attribution) runs in a process of its own, three times, alternated; the figure is the main thread's
-// CPU time per window (schedstat), median over rounds, minus the bare loop's.
+// attribution; worker: the same with GIUL_ACCOUNTING=worker, the ledger's work on the accounting
+// worker, src/offload/) runs in a process of its own, three times, alternated; the figure is the
+// main thread's CPU time per window (schedstat), median over rounds, minus the bare loop's, and
+// the whole process's CPU the same way.
 // Usage: npm run build:ts && node bench/floor.js [--quick]
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
@@ -34,22 +36,45 @@ if (childAt > 0) {
   const dir = mkdtempSync(join(tmpdir(), "giul-bench-floor-"));
   squareWaveScenario(dir);
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+  if (variant === "worker") process.env.GIUL_ACCOUNTING = "worker";
   const make = await variantOf(variant);
+  if (variant === "worker") {
+    // The worker says it is ready within a few ms; windows before that are accounted here.
+    await Promise.all(Array.from({ length: 10 }, (_, i) => benchRequest(make, i)));
+  }
   const cpu = [];
+  const all = [];
   for (let r = 0; r < rounds + 3; r++) {
     const c0 = mainThreadCpuNs();
+    const p0 = processCpuNs();
     await Promise.all(Array.from({ length: n }, (_, i) => benchRequest(make, i)));
-    if (r >= 3) cpu.push((mainThreadCpuNs() - c0) / 1e3 / n);
+    if (r >= 3) {
+      cpu.push((mainThreadCpuNs() - c0) / 1e3 / n);
+      all.push((processCpuNs() - p0) / 1e3 / n);
+    }
   }
   rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(`${JSON.stringify({ variant, n, cpuUs: median(cpu) })}\n`);
+  process.stdout.write(`${JSON.stringify({ variant, n, cpuUs: median(cpu), processUs: median(all) })}\n`);
   process.exit(0);
+}
+
+/** CPU time of every thread of this process so far (ns, schedstat). */
+function processCpuNs() {
+  let total = 0;
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      total += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // A thread gone meanwhile.
+    }
+  }
+  return total;
 }
 
 /** The request's meter maker for a variant (null: bare). */
 async function variantOf(variant) {
   if (variant === "bare") return null;
-  if (variant === "meter") {
+  if (variant === "meter" || variant === "worker") {
     const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
     const { Meter } = await import(pathToFileURL(join(dist, "index.js")).href);
     const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
@@ -147,20 +172,33 @@ const runs = [
 ];
 const table = [];
 for (const { n, rounds } of runs) {
-  const by = { bare: [], floor: [], meter: [] };
+  const by = { bare: [], floor: [], meter: [], worker: [] };
+  const process_ = { bare: [], floor: [], meter: [], worker: [] };
   for (let rep = 0; rep < 3; rep++) {
-    for (const variant of ["bare", "floor", "meter"]) {
+    for (const variant of ["bare", "floor", "meter", "worker"]) {
       const child = spawnSync(
         process.execPath,
         [fileURLToPath(import.meta.url), "--child", variant, String(n), String(rounds)],
         { encoding: "utf8", env: process.env, maxBuffer: 1 << 20 },
       );
       if (child.status !== 0) throw new Error(`${variant} at ${n}: ${child.stderr}`);
-      by[variant].push(JSON.parse(child.stdout.trim().split("\n").pop()).cpuUs);
+      const got = JSON.parse(child.stdout.trim().split("\n").pop());
+      by[variant].push(got.cpuUs);
+      process_[variant].push(got.processUs);
     }
   }
   const bare = median(by.bare);
-  table.push({ n, bare, floor: median(by.floor) - bare, meter: median(by.meter) - bare, by });
+  const bareAll = median(process_.bare);
+  table.push({
+    n,
+    bare,
+    floor: median(by.floor) - bare,
+    meter: median(by.meter) - bare,
+    worker: median(by.worker) - bare,
+    meterAll: median(process_.meter) - bareAll,
+    workerAll: median(process_.worker) - bareAll,
+    by,
+  });
 }
 
 const fmt = (x) => x.toFixed(1);
@@ -171,7 +209,12 @@ Command: \`node bench/floor.js${quick ? " --quick" : ""}\`. Main-thread CPU µs 
 metered minus bare (bare: the same requests unmetered), median of rounds in each process, median of
 three processes each (in parentheses: each process's figure, the bare loop not subtracted):
 
-| concurrent windows | bare loop | floor: ledger work off the event loop | the Meter today |
-|---:|---:|---:|---:|
-${table.map((r) => `| ${r.n.toLocaleString("en")} | ${fmt(r.bare)} | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) |`).join("\n")}
+| concurrent windows | bare loop | floor: ledger work off the event loop | the Meter | the Meter, GIUL_ACCOUNTING=worker |
+|---:|---:|---:|---:|---:|
+${table.map((r) => `| ${r.n.toLocaleString("en")} | ${fmt(r.bare)} | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.worker)} (${r.by.worker.map(fmt).join(", ")}) |`).join("\n")}
+
+CPU of the whole process (every thread: the event loop, the sampler, the accounting worker, V8's
+helpers) per window, minus the bare loop's: the Meter ${table.map((r) => `${fmt(r.meterAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}; with the
+accounting worker ${table.map((r) => `${fmt(r.workerAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}. The worker moves the ledger's work off the event
+loop; it does not remove it.
 `);

@@ -134,6 +134,11 @@ Napi::Object LedgerLayoutObject(Napi::Env env) {
   set("eWeightBefore", LedgerLayout::kWeightBefore);
   set("eWeightAfter", LedgerLayout::kWeightAfter);
   set("eCountAfter", LedgerLayout::kCountAfter);
+  set("eRef", LedgerLayout::kRef);
+  set("eOwner", LedgerLayout::kOwner);
+  set("eOwn", LedgerLayout::kOwn);
+  set("eKind", LedgerLayout::kKind);
+  set("eIdleW", LedgerLayout::kEventIdleW);
   return Freeze(env, out);
 }
 

@@ -72,6 +72,11 @@ LedgerLog::Outcome LedgerLog::Append(const Event& event, const std::atomic<uint6
   e[LedgerLayout::kWeightBefore] = weight_before;
   e[LedgerLayout::kWeightAfter] = weight_after;
   e[LedgerLayout::kCountAfter] = static_cast<double>(count_after);
+  e[LedgerLayout::kRef] = event.ref;
+  e[LedgerLayout::kOwner] = event.owner;
+  e[LedgerLayout::kOwn] = event.own;
+  e[LedgerLayout::kKind] = event.kind;
+  e[LedgerLayout::kEventIdleW] = opens && !event.compensation ? event.idle_w : kNaN;
   slots_[LedgerLayout::kPublished] = static_cast<double>(published_);
   slots_[LedgerLayout::kIdleW] = idle_w_;
   slots_[LedgerLayout::kOpen] = static_cast<double>(open_);

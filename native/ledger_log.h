@@ -7,15 +7,16 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 
 namespace giul {
 
 struct LedgerLayout {
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
   static constexpr size_t kHeaderSlots = 8;
-  static constexpr size_t kEntrySlots = 5;
+  static constexpr size_t kEntrySlots = 10;
   static constexpr size_t kCapacity = 65536;
 
   // Header slots (slot 0 holds the seqlock generation and the layout version).
@@ -31,6 +32,15 @@ struct LedgerLayout {
   static constexpr size_t kWeightBefore = 2;
   static constexpr size_t kWeightAfter = 3;
   static constexpr size_t kCountAfter = 4;
+  /// Which reference appended it (its id among the sampler's references).
+  static constexpr size_t kRef = 5;
+  /// What the appending environment said of it, stored as given (NaN when it said nothing): its
+  /// window's number, the window's own weight after it, and its kind (see binding.d.ts).
+  static constexpr size_t kOwner = 6;
+  static constexpr size_t kOwn = 7;
+  static constexpr size_t kKind = 8;
+  /// The idle floor the event's append was given (an open's; NaN otherwise).
+  static constexpr size_t kEventIdleW = 9;
 };
 
 class LedgerLog {
@@ -44,6 +54,12 @@ class LedgerLog {
     /// Appended for a dropped reference: never refused, and leaves hIdleW alone unless the card
     /// empties.
     bool compensation = false;
+    /// The appending reference's id, and what its environment said of the event (kRef, kOwner,
+    /// kOwn, kKind).
+    double ref = std::numeric_limits<double>::quiet_NaN();
+    double owner = std::numeric_limits<double>::quiet_NaN();
+    double own = std::numeric_limits<double>::quiet_NaN();
+    double kind = std::numeric_limits<double>::quiet_NaN();
   };
 
   /// What an append did.

@@ -35,7 +35,13 @@ void SamplerLease::SetDoorbell(std::shared_ptr<Doorbell> doorbell) {
   reference_->sampler->AddDoorbell(doorbell_);
 }
 
-int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double idle_w) {
+uint64_t SamplerLease::id() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reference_ ? reference_->id : 0;
+}
+
+int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double idle_w,
+                                   const double (&tag)[3]) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!reference_) {
     return kReleased;
@@ -44,6 +50,10 @@ int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double 
   event.delta_weight = delta_weight;
   event.delta_count = delta_count;
   event.idle_w = idle_w;
+  event.ref = static_cast<double>(reference_->id);
+  event.owner = tag[0];
+  event.own = tag[1];
+  event.kind = tag[2];
   LedgerLog::Outcome outcome = reference_->sampler->LedgerAppend(event);
   if (outcome.sequence < 0) {
     return outcome.sequence;
@@ -85,6 +95,8 @@ void SamplerLease::Release() {
     event.delta_weight = -weight_sum;
     event.delta_count = -count_sum;
     event.compensation = true;
+    event.ref = static_cast<double>(reference->id);
+    event.kind = kCompensationKind;
     reference->sampler->LedgerAppend(event);
   }
   SamplerRegistry::Instance().Release(*reference);

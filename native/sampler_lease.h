@@ -19,6 +19,8 @@ class SamplerLease {
  public:
   /// What LedgerAppend returns once the lease is released: nothing was appended.
   static constexpr int64_t kReleased = -2;
+  /// The kKind of the event a dropped reference appends to close what it left open.
+  static constexpr double kCompensationKind = 4;
 
   explicit SamplerLease(SamplerRegistry::Reference reference);
   ~SamplerLease();
@@ -34,7 +36,10 @@ class SamplerLease {
   void SetDoorbell(std::shared_ptr<Doorbell> doorbell);
   /// Appends to the device's event log and keeps the sums of what this lease appended. Returns
   /// the sequence number, LedgerLog::kIdleConflict, or kReleased.
-  int64_t LedgerAppend(double delta_weight, int delta_count, double idle_w);
+  /// `tag` is what the environment says of the event (stored as given: kOwner, kOwn, kKind).
+  int64_t LedgerAppend(double delta_weight, int delta_count, double idle_w, const double (&tag)[3]);
+  /// This reference's id among its sampler's (the kRef of what it appends); 0 once released.
+  uint64_t id();
   /// Idempotent. When this lease's windows are not all closed, first appends one event that
   /// closes them (its summed weight and count, negated). Makes no JS call: safe from a finaliser
   /// and from an environment's cleanup.

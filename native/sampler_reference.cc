@@ -1,6 +1,7 @@
 #include "sampler_reference.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -8,6 +9,8 @@
 
 namespace giul {
 namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// An ArrayBuffer over memory that `owner` keeps alive until the buffer is collected, so JS never
 /// reads freed memory, even after release() and after the thread is gone.
@@ -56,6 +59,9 @@ SamplerReference::SamplerReference(const Napi::CallbackInfo& info)
                                       napi_enumerable),
       Napi::PropertyDescriptor::Value("device", Napi::Number::New(env, init.device),
                                       napi_enumerable),
+      // The kRef of what this reference appends to the event log.
+      Napi::PropertyDescriptor::Value(
+          "refId", Napi::Number::New(env, static_cast<double>(init.lease->id())), napi_enumerable),
   });
 }
 
@@ -131,7 +137,8 @@ Napi::Value SamplerReference::SetPeriod(const Napi::CallbackInfo& info) {
 
 Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  constexpr const char* kUsage = "ledgerAppend(deltaWeight, deltaCount, idleW): ";
+  constexpr const char* kUsage =
+      "ledgerAppend(deltaWeight, deltaCount, idleW[, owner, own, kind]): ";
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) {
     throw Napi::TypeError::New(env, std::string(kUsage) + "each argument must be a number");
   }
@@ -147,7 +154,16 @@ Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
   if (delta_count > 0 && !std::isfinite(idle_w)) {
     throw Napi::TypeError::New(env, std::string(kUsage) + "an open's idleW must be finite");
   }
-  int64_t sequence = lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w);
+  // Optional: what the environment says of the event (its window, the window's weight after it,
+  // its kind), stored as given.
+  double tag[3] = {kNaN, kNaN, kNaN};
+  for (size_t i = 0; i < 3 && 3 + i < info.Length(); i++) {
+    if (!info[3 + i].IsNumber()) {
+      throw Napi::TypeError::New(env, std::string(kUsage) + "owner, own and kind must be numbers");
+    }
+    tag[i] = info[3 + i].As<Napi::Number>().DoubleValue();
+  }
+  int64_t sequence = lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w, tag);
   return Napi::Number::New(env, static_cast<double>(sequence));
 }
 

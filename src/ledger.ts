@@ -33,7 +33,13 @@
  * here. Elsewhere (nvidia-smi, a remote agent: per environment anyway) the events are this
  * environment's own.
  */
-import type { Edge, EventLogEntry, SharedLog, Track } from "./backends/track.js";
+import {
+  type Edge,
+  type EventLogEntry,
+  emptyLogEntry,
+  type SharedLog,
+  type Track,
+} from "./backends/track.js";
 import { aboveIdle, type Concurrency } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { inverse, LedgerEvent, LedgerWindow, type ShareResult } from "./ledger-event.js";
@@ -85,13 +91,7 @@ export class CardLedger {
   private skipNext = false;
   private localOpen = 0;
   private catchUp: NodeJS.Timeout | null = null;
-  private readonly entry: EventLogEntry = {
-    t: 0,
-    ringHead: 0,
-    weightBefore: 0,
-    weightAfter: 0,
-    countAfter: 0,
-  };
+  private readonly entry: EventLogEntry = emptyLogEntry();
   private stackCount: number[] = [];
 
   constructor(track: Track) {
@@ -256,6 +256,22 @@ export class CardLedger {
    */
   concurrency(from: LedgerEvent, to: LedgerEvent): Concurrency {
     return { mean: CardLedger.meanCount(from, to), max: this.maxCountSince(from) };
+  }
+
+  /**
+   * For a follower of the process-wide log (the accounting worker, ./offload/worker.ts), which
+   * reads the log itself: the event of one entry, appended as this environment's ingest appends
+   * other environments' events. `gap`: the entries just before it were not read — "lost" (the log
+   * wrapped first: the intervals across are broken) or "skipped" (none of the follower's windows
+   * spans them: not measured).
+   */
+  followEntry(edge: Edge, entry: EventLogEntry, gap: "lost" | "skipped" | null): LedgerEvent {
+    // Windows open together share one idle floor (the log refuses another): an open's is the card's.
+    if (entry.idleW !== undefined && Number.isFinite(entry.idleW)) this.idleW = entry.idleW;
+    const event = this.push(edge, entry.weightBefore, entry.weightAfter, entry.countAfter);
+    if (gap === "lost") event.lostBefore = true;
+    else if (gap === "skipped") event.skippedBefore = true;
+    return event;
   }
 
   /** Appends the window's event (locally, or to the process-wide log); null on an idle conflict. */

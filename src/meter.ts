@@ -30,6 +30,7 @@ import {
   TOKEN_OPTIONS,
 } from "./meter-options.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
+import { type OffloadCard, type OffloadedWindow, offloadClient } from "./offload/client.js";
 import { openTrack } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue } from "./validate.js";
@@ -101,6 +102,9 @@ export class Meter {
   private track: Track | null = null;
   private ledger: CardLedger | null = null;
   private entries: LedgerWindow | null = null;
+  /** Where the accounting worker accounts this window (./offload/): its card and its events. */
+  private offload: OffloadCard | null = null;
+  private remote: OffloadedWindow | null = null;
   private readonly marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
@@ -158,6 +162,7 @@ export class Meter {
     close: bigint | null;
     weights: { tNs: bigint; weight: number }[];
   } {
+    if (this.remote !== null) return this.remoteEdgeTimes(this.remote);
     const entries = this.entries;
     if (entries === null) return { open: null, marks: [], close: null, weights: [] };
     const events = entries.events;
@@ -175,6 +180,28 @@ export class Meter {
       close: closed ? ((events[events.length - 1] as LedgerEvent).edge.tNs ?? null) : null,
       weights,
     };
+  }
+
+  private remoteEdgeTimes(w: OffloadedWindow): ReturnType<Meter["edgeTimes"]> {
+    const closed = this.state === "closing" || this.state === "closed";
+    const last = closed ? w.times.length - 1 : w.times.length;
+    const marked = new Set(this.marks.map((m) => m.index));
+    const weights: { tNs: bigint; weight: number }[] = [];
+    for (let i = 0; i < last; i++) {
+      if (!marked.has(i)) weights.push({ tNs: this.nsAt(i), weight: w.weights[i] as number });
+    }
+    return {
+      open: this.nsAt(0),
+      marks: this.marks.map((m) => ({ name: m.name, tNs: this.nsAt(m.index) })),
+      close: closed ? this.nsAt(w.times.length - 1) : null,
+      weights,
+    };
+  }
+
+  /** CLOCK_MONOTONIC ns of an offloaded window's event `i` (as the ledger's edges would have it). */
+  private nsAt(i: number): bigint {
+    const card = this.offload as OffloadCard;
+    return card.epochNs + BigInt(Math.round((this.remote as OffloadedWindow).times[i] as number));
   }
 
   /**
@@ -205,10 +232,17 @@ export class Meter {
       this.state = "new";
       throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
     }
-    const ledger = ledgerFor(track);
-    let entries: LedgerWindow;
+    const card = offloadClient()?.cardFor(track, this.periodMs) ?? null;
+    let remote: OffloadedWindow | null = null;
+    let ledger: CardLedger | null = null;
+    let entries: LedgerWindow | null = null;
     try {
-      entries = ledger.openWindow(this.initialWeight, this.node.idleW);
+      if (card !== null)
+        remote = card.open(this.initialWeight, this.node.idleW, this.attribution, this.marks);
+      if (remote === null) {
+        ledger = ledgerFor(track);
+        entries = ledger.openWindow(this.initialWeight, this.node.idleW);
+      }
     } catch (error) {
       track.release();
       this.state = "new";
@@ -217,7 +251,12 @@ export class Meter {
     this.track = track;
     this.ledger = ledger;
     this.entries = entries;
-    const openNs = (entries.events[0] as LedgerEvent).edge.tNs;
+    if (remote !== null) {
+      this.offload = card;
+      this.remote = remote;
+    }
+    const openNs =
+      remote !== null ? this.nsAt(0) : ((entries as LedgerWindow).events[0] as LedgerEvent).edge.tNs;
     if (this.node.servingMatch !== null) {
       // A shared card: witness who is resident at this edge (coalesced with every other window).
       const reader = this.selection?.reader ?? null;
@@ -232,11 +271,18 @@ export class Meter {
     const heldWatch = this.watchContention ? this.watcher : null;
     abandoned.register(
       this,
-      () => {
-        if (entries.weight > 0) ledger.closeWindow(entries);
-        track.release();
-        heldWatch?.unwatch();
-      },
+      remote !== null
+        ? () => {
+            if (remote.weight > 0) void (card as OffloadCard).close(remote);
+            track.release();
+            heldWatch?.unwatch();
+          }
+        : () => {
+            const e = entries as LedgerWindow;
+            if (e.weight > 0) (ledger as CardLedger).closeWindow(e);
+            track.release();
+            heldWatch?.unwatch();
+          },
       this,
     );
     this.state = "open";
@@ -262,6 +308,13 @@ export class Meter {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
+    const remote = this.remote;
+    if (remote !== null) {
+      (this.offload as OffloadCard).mark(remote);
+      // The most windows open over the stage comes back with the stage (the worker reads the log).
+      this.marks.push({ name, index: remote.times.length - 1, tokens, maxConcurrency: 0 });
+      return;
+    }
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
@@ -286,7 +339,8 @@ export class Meter {
     const w = checkWeight("weight", weight);
     if (w === this.currentWeight) return;
     this.currentWeight = w;
-    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
+    if (this.remote !== null) (this.offload as OffloadCard).setWeight(this.remote, w);
+    else (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
   }
 
   /**
@@ -301,7 +355,11 @@ export class Meter {
       return Promise.reject(new GiulError("WINDOW_STATE", `close(): the window is ${this.state}, not open`));
     }
     this.state = "closing";
-    this.closing = this.finish();
+    if (this.remote !== null && this.sync === null) {
+      // No hook to await first: straight to the worker's outcome (one async frame, not two).
+      abandoned.unregister(this);
+      this.closing = this.finishRemote(this.remote);
+    } else this.closing = this.finish();
     return this.closing;
   }
 
@@ -330,6 +388,7 @@ export class Meter {
       }
     }
     abandoned.unregister(this);
+    if (this.remote !== null) return this.finishRemote(this.remote);
     const track = this.track as Track;
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
@@ -370,6 +429,73 @@ export class Meter {
     if (energyChannel.hasSubscribers) oweEnergy(this);
   }
 
+  /** close() of a window the accounting worker accounts: its outcome, with the stages' names. */
+  private async finishRemote(remote: OffloadedWindow): Promise<void> {
+    const track = this.track as Track;
+    const closing = (this.offload as OffloadCard).close(remote);
+    const last = remote.times.length - 1;
+    const openEdge: Edge = { tNs: this.nsAt(0) };
+    const closeEdge: Edge = { tNs: this.nsAt(last) };
+    if (windowCloseChannel.hasSubscribers)
+      announceClose(this, this.selection?.backend ?? "none", openEdge.tNs, closeEdge.tNs);
+    const contention = this.watcher ? this.checkContention(this.watcher, openEdge, closeEdge) : null;
+    try {
+      const outcome = await closing;
+      if (contention) await contention;
+      const failure = this.syncFailure ?? this.notReady;
+      // Its stages came back named (./offload/codec.ts): as it is, unless something failed.
+      this.outcome =
+        failure === null && outcome.total.measurement.ok && outcome.stages.length === this.marks.length
+          ? outcome
+          : this.named(outcome, remote, failure);
+    } catch (error) {
+      this.outcome = this.named(null, remote, `evaluating the window failed: ${String(error)}`);
+    } finally {
+      track.release();
+      this.state = "closed";
+    }
+    if (energyChannel.hasSubscribers) oweEnergy(this);
+  }
+
+  /**
+   * The worker's outcome with the stages' names and tokens (its stages are in the order of the
+   * marks), or every span failed with `failure` (the sync hook, a card not ready, a worker gone).
+   */
+  private named(outcome: Outcome | null, remote: OffloadedWindow, failure: string | null): Outcome {
+    const secs = (from: number, to: number): number => Number(this.nsAt(to) - this.nsAt(from)) / 1e9;
+    const whole = outcome !== null && outcome.stages.length === this.marks.length;
+    const reason =
+      failure ??
+      (whole
+        ? null
+        : ((outcome?.total.measurement as { reason?: string })?.reason ?? "the window was not measured"));
+    const stages: Outcome["stages"][number][] = [];
+    let from = 0;
+    for (const [i, mark] of this.marks.entries()) {
+      const got = whole ? (outcome.stages[i] as SpanOutcome) : null;
+      stages.push({
+        name: mark.name,
+        tokens: mark.tokens,
+        measurement: reason !== null ? fail(reason) : (got as SpanOutcome).measurement,
+        seconds: got?.seconds ?? secs(from, mark.index),
+        concurrency: got?.concurrency ?? null,
+      });
+      from = mark.index;
+    }
+    const total = outcome?.total ?? null;
+    return {
+      total: {
+        measurement:
+          reason !== null || total === null
+            ? fail(reason ?? "the window was not measured")
+            : total.measurement,
+        seconds: total !== null && total.seconds > 0 ? total.seconds : secs(0, remote.times.length - 1),
+        concurrency: total?.concurrency ?? null,
+      },
+      stages,
+    };
+  }
+
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
   private async checkContention(watcher: ProcessWatcher, openEdge: Edge, closeEdge: Edge): Promise<void> {
     const seen = await contentionOver(
@@ -402,11 +528,18 @@ export class Meter {
       this.chargeContext(this.outcome.total, tokens, stages),
     );
     if (claimEnergy(this)) {
-      const events = (this.entries as LedgerWindow).events;
-      const [first, last] = [events[0], events[events.length - 1]] as [LedgerEvent, LedgerEvent];
-      publishEnergy(this, energy, first.edge.tNs, last.edge.tNs);
+      const [openNs, closeNs] = this.windowNs();
+      publishEnergy(this, energy, openNs, closeNs);
     }
     return energy;
+  }
+
+  /** CLOCK_MONOTONIC ns of the window's opening and closing edges (once closed). */
+  private windowNs(): [bigint, bigint] {
+    const remote = this.remote;
+    if (remote !== null) return [this.nsAt(0), this.nsAt(remote.times.length - 1)];
+    const events = (this.entries as LedgerWindow).events;
+    return [(events[0] as LedgerEvent).edge.tNs, (events[events.length - 1] as LedgerEvent).edge.tNs];
   }
 
   /** The one builder of what the rules need besides the measurement. */

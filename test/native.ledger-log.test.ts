@@ -75,13 +75,24 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
     const L = b.ledgerLayout;
     expect(Object.isFrozen(L)).toBe(true);
     const header = [L.hPublished, L.hCapacity, L.hIdleW, L.hOpen, L.hWeight];
-    const entry = [L.eT, L.eRingHead, L.eWeightBefore, L.eWeightAfter, L.eCountAfter];
+    const entry = [
+      L.eT,
+      L.eRingHead,
+      L.eWeightBefore,
+      L.eWeightAfter,
+      L.eCountAfter,
+      L.eRef,
+      L.eOwner,
+      L.eOwn,
+      L.eKind,
+      L.eIdleW,
+    ];
     expect(new Set(header).size).toBe(header.length);
     expect(new Set(entry).size).toBe(entry.length);
     for (const slot of header) expect(slot).toBeGreaterThanOrEqual(1); // slot 0 is the seqlock
     for (const slot of header) expect(slot).toBeLessThan(L.headerSlots);
     for (const slot of entry) expect(slot).toBeLessThan(L.entrySlots);
-    expect(L.entrySlots).toBe(5);
+    expect(L.entrySlots).toBe(10);
 
     const s = open(3, 1000);
     try {
@@ -144,6 +155,11 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
         weightBefore,
         weightAfter: weight,
         countAfter: count,
+        ref: s.refId,
+        owner: Number.NaN,
+        own: Number.NaN,
+        kind: Number.NaN,
+        idleW: dc > 0 ? idle : Number.NaN,
       });
       expect(log.header()).toEqual({
         published: k + 1,
@@ -177,6 +193,45 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
     s.release();
     expect(s.ledgerAppend(1, 1, 40)).toBe(-2);
     expect(log.header().published).toBe(events.length);
+  });
+
+  it("stores what the environment says of each event as given, with the appending reference's id", () => {
+    const s = open(2, 1000);
+    const other = open(2, 1000);
+    try {
+      const log = reader(s);
+      expect(s.refId).toBeGreaterThan(0);
+      expect(other.refId).not.toBe(s.refId);
+      const k0 = s.ledgerAppend(2, 1, 40, 7, 2, 0);
+      const k1 = other.ledgerAppend(1, 1, 40, 7, 1, 0);
+      const k2 = s.ledgerAppend(0, 0, Number.NaN, 7, 2, 1);
+      const k3 = s.ledgerAppend(-2, -1, Number.NaN, 7, 0, 3);
+      const tags = [k0, k1, k2, k3].map((k) => {
+        const e = log.entry(k);
+        return e && [e.ref, e.owner, e.own, e.kind, e.idleW];
+      });
+      expect(tags).toEqual([
+        [s.refId, 7, 2, 0, 40],
+        [other.refId, 7, 1, 0, 40],
+        [s.refId, 7, 2, 1, Number.NaN],
+        [s.refId, 7, 0, 3, Number.NaN],
+      ]);
+      const append = s.ledgerAppend.bind(s) as (...args: unknown[]) => number;
+      expect(() => append(0, 0, 0, "7")).toThrow(TypeError);
+      // A reference dropped with a window open closes it: kind 4, its own id, nothing said.
+      other.release();
+      const last = log.entry(log.header().published - 1);
+      expect(last && [last.ref, last.owner, last.own, last.kind, last.countAfter]).toEqual([
+        other.refId,
+        Number.NaN,
+        Number.NaN,
+        4,
+        0,
+      ]);
+    } finally {
+      other.release();
+      s.release();
+    }
   });
 
   it("refuses an open whose idle floor differs from the open windows', and takes any once none is open", () => {

@@ -1,16 +1,19 @@
 import type { LedgerLayout, NativeSampler } from "../../binding.js";
 import { recheck } from "./seqlock.js";
-import type { EventLog, EventLogEntry } from "./track.js";
+import type { AppendArgs, EventLog, EventLogEntry } from "./track.js";
 
 /**
  * The addon's process-wide event log of one card (the seqlock protocol of binding.d.ts'
  * LedgerLayout): every JavaScript environment appends its windows' events through its own sampler
  * reference, and reads everyone's from the shared buffer without a call per entry.
  */
+/** Looks at an entry under the seqlock before giving up (see NativeEventLog.read). */
+const READ_TRIES = 4096;
+
 export class NativeEventLog implements EventLog {
   private readonly f64: Float64Array;
   private readonly u32: Uint32Array;
-  private readonly capacity: number;
+  readonly capacity: number;
 
   constructor(
     private readonly sampler: NativeSampler,
@@ -21,8 +24,17 @@ export class NativeEventLog implements EventLog {
     this.capacity = this.f64[L.hCapacity] ?? 0;
   }
 
-  append(deltaWeight: number, deltaCount: number, idleW: number): number {
-    return this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW);
+  append(...args: AppendArgs): number {
+    // Only the arguments given: the addon takes the tags as numbers or not at all.
+    return this.sampler.ledgerAppend(...args);
+  }
+
+  get refId(): number {
+    return this.sampler.refId;
+  }
+
+  get epochNs(): bigint {
+    return this.sampler.epochNs;
   }
 
   published(): number {
@@ -33,11 +45,16 @@ export class NativeEventLog implements EventLog {
     return this.header(this.L.hIdleW);
   }
 
+  /**
+   * Entry k into `out`; false when it is not (or no longer) held. Appends from other threads can
+   * keep the seqlock busy for a burst (each holds it ~0.1 µs): up to READ_TRIES looks, tens of µs
+   * at worst, so that a busy log is never taken for a lost entry.
+   */
   read(k: number, out: EventLogEntry): boolean {
     const L = this.L;
     const f = this.f64;
     const base = L.headerSlots + (k % this.capacity) * L.entrySlots;
-    for (let tries = 0; tries < 64; tries++) {
+    for (let tries = 0; tries < READ_TRIES; tries++) {
       const g = Atomics.load(this.u32, 0);
       if (g & 1) continue;
       const published = f[L.hPublished] ?? 0;
@@ -47,6 +64,11 @@ export class NativeEventLog implements EventLog {
       out.weightBefore = f[base + L.eWeightBefore] ?? Number.NaN;
       out.weightAfter = f[base + L.eWeightAfter] ?? Number.NaN;
       out.countAfter = f[base + L.eCountAfter] ?? 0;
+      out.ref = f[base + L.eRef] ?? Number.NaN;
+      out.owner = f[base + L.eOwner] ?? Number.NaN;
+      out.own = f[base + L.eOwn] ?? Number.NaN;
+      out.kind = f[base + L.eKind] ?? Number.NaN;
+      out.idleW = f[base + L.eIdleW] ?? Number.NaN;
       if (recheck(this.u32, g)) return true;
     }
     return false;

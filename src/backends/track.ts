@@ -1,3 +1,4 @@
+import type { NativeSampler } from "../../binding.js";
 import { type BackendName, type Check, type Failure, fail, type SpanMeasurement } from "../measurement.js";
 import type { TrackReadings } from "./readings.js";
 
@@ -137,7 +138,40 @@ export interface EventLogEntry {
   weightBefore: number;
   weightAfter: number;
   countAfter: number;
+  /**
+   * Where the log says whose the event is (the native one): the appending reference's id, what
+   * its environment said (the window's number, its own weight after the event, the event's kind:
+   * ../offload/kinds.ts), and an open's idle floor; NaN where not said.
+   */
+  ref?: number;
+  owner?: number;
+  own?: number;
+  kind?: number;
+  idleW?: number;
 }
+
+/** An entry to read the log into (every field present, so that its shape never changes). */
+export function emptyLogEntry(): EventLogEntry {
+  return {
+    t: 0,
+    ringHead: 0,
+    weightBefore: 0,
+    weightAfter: 0,
+    countAfter: 0,
+    ref: Number.NaN,
+    owner: Number.NaN,
+    own: Number.NaN,
+    kind: Number.NaN,
+    idleW: Number.NaN,
+  };
+}
+
+/**
+ * What an append says (the addon's ledgerAppend, binding.d.ts): the change of weight and of
+ * windows open, an open's idle floor, and, where the log keeps them (the native one), the window's
+ * number, its own weight after the event and the event's kind (../offload/kinds.ts).
+ */
+export type AppendArgs = Parameters<NativeSampler["ledgerAppend"]>;
 
 /** Windows' events appended by every environment of the process, in time order. */
 export interface EventLog {
@@ -145,9 +179,18 @@ export interface EventLog {
    * Appends an event; its sequence number, or −1 when an open's idleW conflicts with the card's,
    * or −2 when the log can no longer be written from here (its reference was released).
    */
-  append(deltaWeight: number, deltaCount: number, idleW: number): number;
+  append(...args: AppendArgs): number;
+  /**
+   * Where the log records who appended each event (the native one): the id it records for this
+   * environment's appends (EventLogEntry.ref).
+   */
+  readonly refId?: number;
+  /** What the entries' `t` count from (CLOCK_MONOTONIC ns), where the log says. */
+  readonly epochNs?: bigint;
   /** Entries appended so far. */
   published(): number;
+  /** Entries held (older ones are overwritten), where the log is a ring. */
+  readonly capacity?: number;
   /** Copies entry k into `out`; false when it is not (or no longer) held. */
   read(k: number, out: EventLogEntry): boolean;
   /** The idle floor of the windows open on the card (NaN when none). */

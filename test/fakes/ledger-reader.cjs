@@ -63,6 +63,11 @@ class LedgerReader {
         weightBefore: f[base + L.eWeightBefore],
         weightAfter: f[base + L.eWeightAfter],
         countAfter: f[base + L.eCountAfter],
+        ref: f[base + L.eRef],
+        owner: f[base + L.eOwner],
+        own: f[base + L.eOwn],
+        kind: f[base + L.eKind],
+        idleW: f[base + L.eIdleW],
       };
     });
   }

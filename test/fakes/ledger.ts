@@ -24,6 +24,11 @@ export interface LedgerEntry {
   readonly weightBefore: number;
   readonly weightAfter: number;
   readonly countAfter: number;
+  readonly ref: number;
+  readonly owner: number;
+  readonly own: number;
+  readonly kind: number;
+  readonly idleW: number;
 }
 
 /** Reads under the log's seqlock (the protocol of NativeRing in src/backends/nvml.ts). */

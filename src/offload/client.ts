@@ -1,0 +1,327 @@
+/**
+ * The environment's side of the accounting worker (./worker.ts): where a window on a native card
+ * appends its events to the card's event log, saying whose they are, and gets what it measured
+ * back, so that the per-card ledger's work (the edges' fused values and bounds, the shares) is not
+ * done on this event loop.
+ *
+ * A window appends four events (open, two marks, close) as it would anyway; a close also pokes the
+ * worker, once however many close before it looks; the outcomes come back in batches. Where no
+ * worker can run (a bundle without its file, an environment that cannot start threads, or the
+ * worker failing), the windows are accounted here as before: nothing depends on the worker but
+ * where the work is done.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { Worker } from "node:worker_threads";
+import {
+  type EventLog,
+  type EventLogEntry,
+  emptyLogEntry,
+  type SharedLog,
+  type Track,
+} from "../backends/track.js";
+import { packageRoot } from "../binding.js";
+import { debug } from "../debug.js";
+import type { Attribution } from "../energy.js";
+import { GiulError } from "../errors.js";
+import { fail } from "../measurement.js";
+import type { Outcome } from "../meter-measure.js";
+import { decodeOutcomes, type StageName } from "./codec.js";
+import {
+  KIND_CLOSE,
+  KIND_MARK,
+  KIND_OPEN_EXCLUSIVE,
+  KIND_OPEN_SHARED,
+  KIND_WEIGHT,
+  type TrackSpec,
+} from "./kinds.js";
+import { type FromWorker, POKE_FLAG, type ToWorker } from "./protocol.js";
+
+/** A track whose windows the worker can account: the native sampler's, with its event log. */
+export interface OffloadableTrack extends Track {
+  spec(): TrackSpec | null;
+  accountedElsewhere(): void;
+  sharedLog(): SharedLog | null;
+}
+
+/** One window followed by the worker: its number, and the instants of its events (ns, the log's). */
+export class OffloadedWindow {
+  readonly owner: number;
+  weight: number;
+  /** Each event's instant: CLOCK_MONOTONIC ns − the log's epoch. */
+  readonly times: number[] = [];
+  /** The window's own weight after each event. */
+  readonly weights: number[] = [];
+  outcome: Promise<Outcome> | null = null;
+  /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
+  readonly names: readonly StageName[];
+  constructor(owner: number, weight: number, names: readonly StageName[]) {
+    this.owner = owner;
+    this.weight = weight;
+    this.names = names;
+  }
+}
+
+/** The worker's view of one card from this environment: appends with the window's tags. */
+export class OffloadCard {
+  constructor(
+    private readonly client: OffloadClient,
+    readonly log: EventLog,
+    readonly epochNs: bigint,
+    /** Its number in the worker's messages. */
+    readonly id: number,
+  ) {}
+
+  /** Opens a window (throws GiulError naming idleW on a conflicting idle floor), or null. */
+  open(
+    weight: number,
+    idleW: number,
+    attribution: Attribution,
+    names: readonly StageName[],
+  ): OffloadedWindow | null {
+    const w = new OffloadedWindow(this.client.nextOwner(), weight, names);
+    const kind = attribution === "exclusive" ? KIND_OPEN_EXCLUSIVE : KIND_OPEN_SHARED;
+    const seq = this.log.append(weight, 1, idleW, w.owner, weight, kind);
+    if (seq === -1) {
+      throw new GiulError(
+        "INVALID_NODE",
+        `idleW: ${idleW} W, but windows open on the same card charge its idle as ${this.log.idleW()} W; ` +
+          "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
+        { field: "idleW" },
+      );
+    }
+    if (seq < 0 || !this.stamp(w, seq, weight)) return null;
+    return w;
+  }
+
+  mark(w: OffloadedWindow): boolean {
+    return this.stamp(w, this.log.append(0, 0, Number.NaN, w.owner, w.weight, KIND_MARK), w.weight);
+  }
+
+  setWeight(w: OffloadedWindow, weight: number): boolean {
+    const delta = weight - w.weight;
+    w.weight = weight;
+    return this.stamp(w, this.log.append(delta, 0, Number.NaN, w.owner, weight, KIND_WEIGHT), weight);
+  }
+
+  /** Closes the window: what it measured, once the worker has it. */
+  close(w: OffloadedWindow): Promise<Outcome> {
+    const delta = -w.weight;
+    w.weight = 0;
+    const appended = this.stamp(w, this.log.append(delta, -1, Number.NaN, w.owner, 0, KIND_CLOSE), 0);
+    w.outcome = appended
+      ? this.client.outcome(w)
+      : Promise.resolve(failedOutcome("the window's closing event could not be appended to the card's log"));
+    return w.outcome;
+  }
+
+  /** Records the event's instant (read back from the log), false when it was not appended. */
+  private stamp(w: OffloadedWindow, seq: number, weight: number): boolean {
+    if (seq < 0) return false;
+    const entry = this.client.scratch;
+    if (!this.log.read(seq, entry)) return false;
+    w.times.push(entry.t);
+    w.weights.push(weight);
+    return true;
+  }
+}
+
+/** A window waiting for its outcome: how its stages are named, and its close's resolver. */
+interface Waiter {
+  readonly names: readonly StageName[];
+  readonly done: (outcome: Outcome) => void;
+}
+
+/** How often windows still waiting on the worker are looked at (ms; see OffloadClient.watch). */
+const WATCH_MS = 15_000;
+
+function failedOutcome(reason: string): Outcome {
+  return { total: { measurement: fail(reason), seconds: 0, concurrency: null }, stages: [] };
+}
+
+/** Where the worker's file is: next to the library's bundle (dist/), or dist/ of the checkout. */
+function workerFile(): string | null {
+  const path = process.env.GIUL_OFFLOAD_WORKER || join(packageRoot(), "dist", "offload-worker.js");
+  return existsSync(path) ? path : null;
+}
+
+export class OffloadClient {
+  readonly scratch: EventLogEntry = emptyLogEntry();
+  private readonly worker: Worker;
+  private readonly flags: Int32Array;
+  private readonly waiting = new Map<number, Waiter>();
+  private readonly cards = new WeakMap<Track, OffloadCard | null>();
+  private owners = 0;
+  private cardCount = 0;
+  private referenced = false;
+  private watchdog: NodeJS.Timeout | null = null;
+  /** Why the worker is gone, once it is. */
+  dead: string | null = null;
+  /** Outcomes received for windows waiting on them. */
+  received = 0;
+  /** The worker has the addon and NVML: windows opened from now on are accounted there. */
+  ready = false;
+
+  constructor(file: string) {
+    const flags = new SharedArrayBuffer(4);
+    this.flags = new Int32Array(flags);
+    // No flags of this process (an --input-type, a loader): the worker's file is plain ESM.
+    this.worker = new Worker(file, { workerData: { flags }, execArgv: [] });
+    this.worker.on("message", (message: FromWorker) => this.receive(message));
+    this.worker.on("error", (error) => this.die(`the accounting worker failed: ${String(error)}`));
+    this.worker.on("exit", (code) => this.die(`the accounting worker exited (code ${code})`));
+    // After the listeners: adding a "message" listener refs the worker's port again.
+    this.worker.unref();
+  }
+
+  nextOwner(): number {
+    this.owners += 1;
+    return this.owners;
+  }
+
+  /** The worker's view of a track's card, or null when its windows cannot be offloaded. */
+  cardFor(track: Track, periodMs: number): OffloadCard | null {
+    // Until the worker has the addon and NVML, windows are accounted here: one that fails to start
+    // costs no window its measurement.
+    if (this.dead !== null || !this.ready) return null;
+    const t = track as Partial<OffloadableTrack>;
+    const shared = t.sharedLog?.() ?? null;
+    const known = this.cards.get(track);
+    // Known, and through the same reference (a track whose sampler stopped and started again
+    // appends through a new one, with a new id: the worker is told to follow that instead).
+    if (known === null || (known !== undefined && known.log === shared?.log)) return known;
+    let card: OffloadCard | null = null;
+    const spec = t.spec?.() ?? null;
+    const ref = shared?.log.refId;
+    const epochNs = shared?.log.epochNs;
+    if (spec !== null && shared !== null && ref !== undefined && epochNs !== undefined) {
+      this.cardCount += 1;
+      this.post({
+        type: "card",
+        card: this.cardCount,
+        spec,
+        periodMs,
+        ref,
+        from: shared.log.published(),
+        replaces: known?.id ?? null,
+      });
+      (track as OffloadableTrack).accountedElsewhere();
+      card = new OffloadCard(this, shared.log, epochNs, this.cardCount);
+    }
+    // A track without a running ring now may have one later: only a kind that never can is kept.
+    if (card !== null || spec === null) this.cards.set(track, card);
+    return card;
+  }
+
+  /** What window `owner` measured, once the worker posts it. */
+  outcome(w: OffloadedWindow): Promise<Outcome> {
+    if (this.dead !== null) return Promise.resolve(failedOutcome(this.dead));
+    const promise = new Promise<Outcome>((done) => this.waiting.set(w.owner, { names: w.names, done }));
+    if (!this.referenced) {
+      // A close awaited keeps the process alive until it resolves, as it does in this thread.
+      this.referenced = true;
+      this.worker.ref();
+    }
+    this.watch();
+    // One poke until the worker takes it, however many windows close meanwhile.
+    if (Atomics.compareExchange(this.flags, POKE_FLAG, 0, 1) === 0) this.post({ type: "poke" });
+    return promise;
+  }
+
+  /**
+   * Every WATCH_MS while windows wait: those that already waited at the previous look get no
+   * outcome now, with the reason. A close never waits on the worker for ever (it answers within
+   * seconds: the same waits as in this thread, bounded).
+   */
+  private watch(): void {
+    if (this.watchdog !== null) return;
+    let seen = this.owners;
+    this.watchdog = setInterval(() => {
+      const late = `the accounting worker gave no outcome within ${WATCH_MS / 1000} s of the window's close`;
+      for (const [owner, waiter] of this.waiting) {
+        if (owner > seen) continue;
+        this.waiting.delete(owner);
+        waiter.done(failedOutcome(late));
+      }
+      seen = this.owners;
+      this.settled();
+    }, WATCH_MS);
+    this.watchdog.unref();
+  }
+
+  /** Nothing waits: the worker no longer holds the process open, nor the watchdog runs. */
+  private settled(): void {
+    if (this.waiting.size > 0) return;
+    if (this.referenced) {
+      this.referenced = false;
+      this.worker.unref();
+    }
+    if (this.watchdog !== null) clearInterval(this.watchdog);
+    this.watchdog = null;
+  }
+
+  private post(message: ToWorker): void {
+    this.worker.postMessage(message);
+  }
+
+  private receive(message: FromWorker): void {
+    if (message.type === "failed") {
+      this.die(message.reason);
+      return;
+    }
+    if (message.type === "ready") {
+      this.ready = true;
+      return;
+    }
+    const waiting = this.waiting;
+    decodeOutcomes(
+      message.numbers,
+      message.strings,
+      // A window dropped unclosed: nobody waits.
+      (owner) => waiting.get(owner)?.names ?? null,
+      (owner, outcome) => {
+        const waiter = waiting.get(owner) as Waiter;
+        waiting.delete(owner);
+        this.received += 1;
+        waiter.done(outcome);
+      },
+    );
+    this.settled();
+  }
+
+  private die(reason: string): void {
+    if (this.dead !== null) return;
+    this.dead = reason;
+    debug("offload: %s", reason);
+    const outcome = failedOutcome(reason);
+    for (const waiter of this.waiting.values()) waiter.done(outcome);
+    this.waiting.clear();
+    this.settled();
+    // Windows from now on are accounted on this thread: the worker's isolate is not kept.
+    void this.worker.terminate().catch(() => {});
+  }
+}
+
+let client: OffloadClient | null | undefined;
+
+/**
+ * This environment's accounting worker, started at the first call, or null where windows are
+ * accounted here: GIUL_ACCOUNTING is not "worker", or no worker can run.
+ */
+export function offloadClient(): OffloadClient | null {
+  if (client !== undefined) return client?.dead === null ? client : null;
+  client = null;
+  if (process.env.GIUL_ACCOUNTING !== "worker") return null;
+  const file = workerFile();
+  if (file === null) {
+    debug("offload: no worker file; windows are accounted on this thread");
+    return null;
+  }
+  try {
+    client = new OffloadClient(file);
+  } catch (error) {
+    debug("offload: the worker did not start (%s); windows are accounted on this thread", String(error));
+    client = null;
+  }
+  return client;
+}

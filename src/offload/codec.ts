@@ -1,0 +1,152 @@
+/**
+ * Outcomes (meter-measure.ts Outcome) as rows of numbers, for the accounting worker's messages: a
+ * structured clone of the objects costs the receiving event loop a few µs per window (the clone's
+ * objects, then their garbage), more than the window's own work there. Per window: its number,
+ * its stages' count, then one row per span (the total, then each stage): what kind of measurement,
+ * its numbers, its seconds, its concurrency, and its strings as indices into the batch's list.
+ */
+import type { Concurrency, ShareMeasurement } from "../energy.js";
+import type { SpanMeasurement } from "../measurement.js";
+import type { Outcome, SpanOutcome } from "../meter-measure.js";
+import type { OutcomeItem } from "./protocol.js";
+
+const FAILED = 0;
+const SPAN = 1;
+const SHARE = 2;
+/** kind, value (gross or above), card above, uncertainty, samples, max gap, seconds, mean, max, caveat, reason */
+const ROW = 11;
+
+/** Writes outcomes as numbers and strings. */
+export function encodeOutcomes(items: readonly OutcomeItem[]): { numbers: Float64Array; strings: string[] } {
+  let n = 0;
+  for (const [, o] of items) n += 2 + (1 + o.stages.length) * ROW;
+  const numbers = new Float64Array(n);
+  const strings: string[] = [];
+  const index = (text: string | null): number => {
+    if (text === null) return -1;
+    strings.push(text);
+    return strings.length - 1;
+  };
+  let at = 0;
+  const row = (span: SpanOutcome): void => {
+    const m = span.measurement as SpanMeasurement | ShareMeasurement;
+    if (!m.ok) {
+      numbers[at] = FAILED;
+      numbers[at + 10] = index(m.reason);
+      numbers[at + 9] = -1;
+    } else if ("share" in m) {
+      numbers[at] = SHARE;
+      numbers[at + 1] = m.aboveJoules;
+      numbers[at + 2] = m.cardAboveJoules ?? Number.NaN;
+      numbers[at + 3] = m.uncertaintyJoules;
+      numbers[at + 4] = m.samples;
+      numbers[at + 5] = m.maxGapMs;
+      numbers[at + 9] = index(m.caveat);
+      numbers[at + 10] = -1;
+    } else {
+      numbers[at] = SPAN;
+      numbers[at + 1] = m.grossJoules;
+      numbers[at + 3] = m.uncertaintyJoules;
+      numbers[at + 4] = m.samples;
+      numbers[at + 5] = m.maxGapMs;
+      numbers[at + 9] = index(m.caveat);
+      numbers[at + 10] = -1;
+    }
+    numbers[at + 6] = span.seconds;
+    numbers[at + 7] = span.concurrency?.mean ?? Number.NaN;
+    numbers[at + 8] = span.concurrency?.max ?? Number.NaN;
+    at += ROW;
+  };
+  for (const [owner, o] of items) {
+    numbers[at++] = owner;
+    numbers[at++] = o.stages.length;
+    row(o.total);
+    for (const stage of o.stages) row(stage);
+  }
+  return { numbers, strings };
+}
+
+function span(numbers: Float64Array, at: number, strings: readonly string[]): SpanOutcome {
+  const kind = numbers[at] as number;
+  const mean = numbers[at + 7] as number;
+  const concurrency: Concurrency | null = Number.isNaN(mean)
+    ? null
+    : { mean, max: numbers[at + 8] as number };
+  const seconds = numbers[at + 6] as number;
+  const text = (i: number): string | null => {
+    const k = numbers[at + i] as number;
+    return k < 0 ? null : (strings[k] ?? null);
+  };
+  if (kind === FAILED) {
+    return { measurement: { ok: false, reason: text(10) ?? "not measured" }, seconds, concurrency };
+  }
+  if (kind === SHARE) {
+    const card = numbers[at + 2] as number;
+    const measurement: ShareMeasurement = {
+      ok: true,
+      share: true,
+      aboveJoules: numbers[at + 1] as number,
+      cardAboveJoules: Number.isNaN(card) ? null : card,
+      uncertaintyJoules: numbers[at + 3] as number,
+      samples: numbers[at + 4] as number,
+      maxGapMs: numbers[at + 5] as number,
+      caveat: text(9),
+    };
+    return { measurement, seconds, concurrency };
+  }
+  const measurement: SpanMeasurement = {
+    ok: true,
+    grossJoules: numbers[at + 1] as number,
+    samples: numbers[at + 4] as number,
+    maxGapMs: numbers[at + 5] as number,
+    uncertaintyJoules: numbers[at + 3] as number,
+    caveat: text(9),
+  };
+  return { measurement, seconds, concurrency };
+}
+
+/** A stage's name and tokens, which the window's environment keeps (its marks). */
+export interface StageName {
+  readonly name: string;
+  readonly tokens: number | null;
+}
+
+/**
+ * Reads back what encodeOutcomes wrote, window by window: `want(owner)` says how the window's
+ * stages are named (null: nobody waits for it, skipped unread), `each` gets the outcome, its
+ * stages named so (a count that does not match the names: no stages).
+ */
+export function decodeOutcomes(
+  numbers: Float64Array,
+  strings: readonly string[],
+  want: (owner: number) => readonly StageName[] | null,
+  each: (owner: number, outcome: Outcome) => void,
+): void {
+  let at = 0;
+  while (at < numbers.length) {
+    const owner = numbers[at] as number;
+    const count = numbers[at + 1] as number;
+    at += 2;
+    const names = want(owner);
+    if (names === null) {
+      at += (1 + count) * ROW;
+      continue;
+    }
+    const total = span(numbers, at, strings);
+    at += ROW;
+    const stages: Outcome["stages"][number][] = [];
+    for (let i = 0; i < count; i++, at += ROW) {
+      const name = names[i];
+      if (name === undefined || count !== names.length) continue;
+      const s = span(numbers, at, strings);
+      stages.push({
+        name: name.name,
+        tokens: name.tokens,
+        measurement: s.measurement,
+        seconds: s.seconds,
+        concurrency: s.concurrency,
+      });
+    }
+    each(owner, { total, stages });
+  }
+}

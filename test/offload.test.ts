@@ -1,0 +1,106 @@
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { BROKEN_WORKER, DYING_WORKER } from "./fakes/offload-workers.js";
+import { nativeReady } from "./fakes/paths.js";
+import { scenarioForThisProcess } from "./fakes/scenario.js";
+
+// The accounting worker (GIUL_ACCOUNTING=worker, src/offload/) when it cannot do its work: a
+// worker that never starts costs no window anything (they are accounted on their own thread), and
+// one that dies while windows wait for it costs those windows their measurement, with the reason,
+// never a close that does not resolve; the windows after it are measured on their own thread.
+
+const IDLE_W = 60;
+const sc = scenarioForThisProcess({ devices: [{ power: 260, counterStepMs: 10 }] });
+afterAll(() => {
+  sc.remove();
+  delete process.env.GIUL_ACCOUNTING;
+  delete process.env.GIUL_OFFLOAD_WORKER;
+});
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const node = { name: "iris", gpuIndex: 0, idleW: IDLE_W };
+
+/** A fresh copy of giul (no worker started yet) whose accounting worker is `file` (null: giul's). */
+async function giulWith(file: string | null) {
+  vi.resetModules();
+  process.env.GIUL_ACCOUNTING = "worker";
+  if (file === null) delete process.env.GIUL_OFFLOAD_WORKER;
+  else process.env.GIUL_OFFLOAD_WORKER = file;
+  const { Meter } = await import("../src/index.js");
+  const { offloadClient } = await import("../src/offload/client.js");
+  return { Meter, offloadClient };
+}
+
+/** 200 W above idle over the window's own edges, within its bar. */
+function expectMeasured(e: import("../src/energy.js").Energy, m: import("../src/meter.js").Meter): void {
+  expect(e.method).toBe("sampled");
+  const t = m.edgeTimes();
+  const truth =
+    sc.energyJ(0, t.open as bigint, t.close as bigint) -
+    (IDLE_W * Number((t.close as bigint) - (t.open as bigint))) / 1e9;
+  expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(
+    (e.uncertaintyJoules as number) + truth * 0.01,
+  );
+}
+
+describe.runIf(nativeReady())("the accounting worker, failing", () => {
+  it("one that never starts: every window is accounted on its own thread", async () => {
+    const { Meter, offloadClient } = await giulWith(BROKEN_WORKER);
+    for (let i = 0; i < 3; i++) {
+      const m = await Meter.forNode(node).open();
+      await sleep(80);
+      await m.close();
+      expectMeasured(m.result(), m);
+      await sleep(50); // the worker's failure arrives meanwhile
+    }
+    // It was started, failed, and is not used.
+    expect(offloadClient()).toBeNull();
+  });
+
+  it("one that dies while a window waits on it: that window is not measured, the next ones are", async () => {
+    const { Meter, offloadClient } = await giulWith(DYING_WORKER);
+    // Until the worker says it is ready, windows are accounted here.
+    const client = offloadClient();
+    const first = await Meter.forNode(node).open();
+    const readyAtOpen = client?.ready;
+    await sleep(80);
+    await first.close();
+    expectMeasured(first.result(), first);
+    if (readyAtOpen === false) console.log("the first window opened before the worker was ready");
+    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    expect(client?.ready).toBe(true);
+
+    const m = await Meter.forNode(node, { joulesPer1kHint: 1000 }).open();
+    await sleep(80);
+    await m.close(); // pokes the worker, which exits
+    const e = m.result({ tokens: 4 });
+    expect(e.method).toBe("estimated");
+    expect(e.joules).toBe(4);
+    expect(e.reason).toMatch(/the accounting worker exited \(code 3\)/);
+
+    const after = await Meter.forNode(node).open();
+    await sleep(80);
+    await after.close();
+    expectMeasured(after.result(), after);
+    expect(offloadClient()).toBeNull();
+  });
+
+  it("a card whose sampler stopped and started again is followed through the new reference", async () => {
+    const { Meter, offloadClient } = await giulWith(null);
+    const warm = await Meter.forNode(node).open();
+    await warm.close();
+    const client = offloadClient();
+    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    for (let round = 0; round < 3; round++) {
+      const m = await Meter.forNode(node).open();
+      await sleep(60);
+      await m.close();
+      expectMeasured(m.result(), m);
+      // What the track's linger does after a minute without windows, at once: its sampler
+      // reference is released, and the next window appends through a new one.
+      const track = (m as unknown as { track: { shut(): void } }).track;
+      track.shut();
+    }
+    // Measured by the worker, through three references in turn.
+    expect(client?.received).toBeGreaterThanOrEqual(3);
+    expect(client?.dead).toBeNull();
+  });
+});
