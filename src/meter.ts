@@ -31,7 +31,7 @@ import {
 } from "./meter-options.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { type OffloadCard, type OffloadedWindow, offloadClient } from "./offload/client.js";
-import { openTrack } from "./open-track.js";
+import { openTrackLater, openTrackNow } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue } from "./validate.js";
 
@@ -188,7 +188,7 @@ export class Meter {
     const marked = new Set(this.marks.map((m) => m.index));
     const weights: { tNs: bigint; weight: number }[] = [];
     for (let i = 0; i < last; i++) {
-      if (!marked.has(i)) weights.push({ tNs: this.nsAt(i), weight: w.weights[i] as number });
+      if (!marked.has(i)) weights.push({ tNs: this.nsAt(i), weight: w.weights?.[i] ?? w.initial });
     }
     return {
       open: this.nsAt(0),
@@ -215,7 +215,10 @@ export class Meter {
     this.state = "opening";
     let track: Track;
     try {
-      const opened = await openTrack(this.node, this.forced, this.periodMs);
+      // A card already probed and sampling: nothing to await.
+      const opened =
+        openTrackNow(this.node, this.forced, this.periodMs) ??
+        (await openTrackLater(this.node, this.forced, this.periodMs));
       this.selection = opened.selection;
       track = opened.track;
       this.notReady = opened.notReady;

@@ -44,19 +44,37 @@ export async function openTrack(
   forced: BackendName | null,
   periodMs: number,
 ): Promise<OpenedTrack> {
-  // The card already probed and its track sampling: no promise to race, no timer.
+  return openTrackNow(node, forced, periodMs) ?? openTrackLater(node, forced, periodMs);
+}
+
+/**
+ * openTrack() at once, where the card is already probed and its track sampling (no promise to
+ * race, no timer, nothing awaited); null where it would have to wait.
+ */
+export function openTrackNow(
+  node: ResolvedNode,
+  forced: BackendName | null,
+  periodMs: number,
+): OpenedTrack | null {
   const known = selectNow(node, forced);
-  if (known !== null && known.forcedUnavailable === undefined) {
-    const track = trackOf(known);
-    const now = track.readyNow?.() ?? null;
-    if (now !== null) {
-      track.retain(periodMs);
-      // Retaining may (re)start a sampler: then it has no sample yet, and the wait below is right.
-      const still = track.readyNow?.() ?? null;
-      if (still !== null) return { selection: known, track, notReady: still.ok ? null : still.reason };
-      track.release();
-    }
-  }
+  if (known === null || known.forcedUnavailable !== undefined) return null;
+  const track = trackOf(known);
+  const now = track.readyNow?.() ?? null;
+  if (now === null) return null;
+  track.retain(periodMs);
+  // Retaining may (re)start a sampler: then it has no sample yet, and openTrack's wait is right.
+  const still = track.readyNow?.() ?? null;
+  if (still !== null) return { selection: known, track, notReady: still.ok ? null : still.reason };
+  track.release();
+  return null;
+}
+
+/** openTrack() where openTrackNow() answered null: the probe and the first sample awaited. */
+export async function openTrackLater(
+  node: ResolvedNode,
+  forced: BackendName | null,
+  periodMs: number,
+): Promise<OpenedTrack> {
   const started = performance.now();
   const budget = node.timeoutMs;
   let timer: NodeJS.Timeout | undefined;

@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it, vi } from "vitest";
+import { fairShare } from "./fakes/fair-share.js";
 import { BROKEN_WORKER, DYING_WORKER } from "./fakes/offload-workers.js";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
@@ -102,5 +103,42 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
     // Measured by the worker, through three references in turn.
     expect(client?.received).toBeGreaterThanOrEqual(3);
     expect(client?.dead).toBeNull();
+  });
+
+  it("weights and their changes are followed: two windows' shares against the exact fair share", async () => {
+    const { Meter, offloadClient } = await giulWith(null);
+    const warm = await Meter.forNode(node).open();
+    await warm.close();
+    const client = offloadClient();
+    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    const received = client?.received ?? 0;
+    const [a, b] = await Promise.all([Meter.forNode(node).open(), Meter.forNode(node, { weight: 2 }).open()]);
+    await sleep(100);
+    b.setWeight(6);
+    await sleep(100);
+    await Promise.all([a.close(), b.close()]);
+    expect(client?.received).toBe(received + 2);
+    const tb = b.edgeTimes();
+    expect(tb.weights.map((w) => w.weight)).toEqual([2, 6]);
+    const truth = fairShare(
+      [a, b].map((m) => {
+        const t = m.edgeTimes();
+        return {
+          open: t.open as bigint,
+          close: t.close as bigint,
+          weights: t.weights.map((w) => [w.tNs, w.weight] as const),
+        };
+      }),
+      (x, y) => sc.energyJ(0, x, y),
+      IDLE_W,
+    );
+    for (const [i, m] of [a, b].entries()) {
+      const e = m.result();
+      expect(e.method).toBe("sampled");
+      const share = truth.shares[i] as number;
+      expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
+        (e.uncertaintyJoules as number) + share * 0.01,
+      );
+    }
   });
 });

@@ -50,14 +50,20 @@ export class OffloadedWindow {
   weight: number;
   /** Each event's instant: CLOCK_MONOTONIC ns − the log's epoch. */
   readonly times: number[] = [];
-  /** The window's own weight after each event. */
-  readonly weights: number[] = [];
+  /**
+   * The window's own weight after each event, once it has changed (null while every event has the
+   * weight it opened with: most windows never change it).
+   */
+  weights: number[] | null = null;
+  /** The weight it opened with. */
+  readonly initial: number;
   outcome: Promise<Outcome> | null = null;
   /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
   readonly names: readonly StageName[];
   constructor(owner: number, weight: number, names: readonly StageName[]) {
     this.owner = owner;
     this.weight = weight;
+    this.initial = weight;
     this.names = names;
   }
 }
@@ -101,6 +107,8 @@ export class OffloadCard {
   setWeight(w: OffloadedWindow, weight: number): boolean {
     const delta = weight - w.weight;
     w.weight = weight;
+    // Every event so far had the opening weight.
+    w.weights ??= w.times.map(() => w.initial);
     return this.stamp(w, this.log.append(delta, 0, Number.NaN, w.owner, weight, KIND_WEIGHT), weight);
   }
 
@@ -121,7 +129,7 @@ export class OffloadCard {
     const entry = this.client.scratch;
     if (!this.log.read(seq, entry)) return false;
     w.times.push(entry.t);
-    w.weights.push(weight);
+    w.weights?.push(weight);
     return true;
   }
 }
