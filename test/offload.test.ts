@@ -30,6 +30,16 @@ async function giulWith(file: string | null) {
   return { Meter, offloadClient };
 }
 
+/** giul's own accounting worker, started by a first window and ready (up to 10 s). */
+async function readyWorker() {
+  const { Meter, offloadClient } = await giulWith(null);
+  const warm = await Meter.forNode(node).open();
+  await warm.close();
+  const client = offloadClient();
+  for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+  return { Meter, client };
+}
+
 /** 200 W above idle over the window's own edges, within its bar. */
 function expectMeasured(e: import("../src/energy.js").Energy, m: import("../src/meter.js").Meter): void {
   expect(e.method).toBe("sampled");
@@ -85,11 +95,7 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
   });
 
   it("a card whose sampler stopped and started again is followed through the new reference", async () => {
-    const { Meter, offloadClient } = await giulWith(null);
-    const warm = await Meter.forNode(node).open();
-    await warm.close();
-    const client = offloadClient();
-    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    const { Meter, client } = await readyWorker();
     for (let round = 0; round < 3; round++) {
       const m = await Meter.forNode(node).open();
       await sleep(60);
@@ -106,11 +112,7 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
   });
 
   it("weights and their changes are followed: two windows' shares against the exact fair share", async () => {
-    const { Meter, offloadClient } = await giulWith(null);
-    const warm = await Meter.forNode(node).open();
-    await warm.close();
-    const client = offloadClient();
-    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    const { Meter, client } = await readyWorker();
     const received = client?.received ?? 0;
     const [a, b] = await Promise.all([Meter.forNode(node).open(), Meter.forNode(node, { weight: 2 }).open()]);
     await sleep(100);
