@@ -16,6 +16,7 @@ import { GiulError } from "./errors.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
 import { type BackendName, type ContendingProcess, fail, type ProcessRead } from "./measurement.js";
 import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./meter-measure.js";
+import { namedOutcome, nsAt, offloadedEdgeTimes } from "./meter-offload.js";
 import {
   checkOptions,
   checkTokens,
@@ -162,7 +163,10 @@ export class Meter {
     close: bigint | null;
     weights: { tNs: bigint; weight: number }[];
   } {
-    if (this.remote !== null) return this.remoteEdgeTimes(this.remote);
+    if (this.remote !== null) {
+      const closed = this.state === "closing" || this.state === "closed";
+      return offloadedEdgeTimes((this.offload as OffloadCard).epochNs, this.remote, this.marks, closed);
+    }
     const entries = this.entries;
     if (entries === null) return { open: null, marks: [], close: null, weights: [] };
     const events = entries.events;
@@ -182,26 +186,9 @@ export class Meter {
     };
   }
 
-  private remoteEdgeTimes(w: OffloadedWindow): ReturnType<Meter["edgeTimes"]> {
-    const closed = this.state === "closing" || this.state === "closed";
-    const last = closed ? w.times.length - 1 : w.times.length;
-    const marked = new Set(this.marks.map((m) => m.index));
-    const weights: { tNs: bigint; weight: number }[] = [];
-    for (let i = 0; i < last; i++) {
-      if (!marked.has(i)) weights.push({ tNs: this.nsAt(i), weight: w.weights?.[i] ?? w.initial });
-    }
-    return {
-      open: this.nsAt(0),
-      marks: this.marks.map((m) => ({ name: m.name, tNs: this.nsAt(m.index) })),
-      close: closed ? this.nsAt(w.times.length - 1) : null,
-      weights,
-    };
-  }
-
-  /** CLOCK_MONOTONIC ns of an offloaded window's event `i` (as the ledger's edges would have it). */
+  /** CLOCK_MONOTONIC ns of this offloaded window's event `i`. */
   private nsAt(i: number): bigint {
-    const card = this.offload as OffloadCard;
-    return card.epochNs + BigInt(Math.round((this.remote as OffloadedWindow).times[i] as number));
+    return nsAt((this.offload as OffloadCard).epochNs, this.remote as OffloadedWindow, i);
   }
 
   /**
@@ -448,55 +435,17 @@ export class Meter {
       const failure = this.syncFailure ?? this.notReady;
       // Its stages came back named (./offload/codec.ts): as it is, unless something failed.
       this.outcome =
-        failure === null && outcome.total.measurement.ok && outcome.stages.length === this.marks.length
+        failure === null && outcome.stages.length === this.marks.length
           ? outcome
-          : this.named(outcome, remote, failure);
+          : namedOutcome(outcome, (this.offload as OffloadCard).epochNs, remote, this.marks, failure);
     } catch (error) {
-      this.outcome = this.named(null, remote, `evaluating the window failed: ${String(error)}`);
+      const reason = `evaluating the window failed: ${String(error)}`;
+      this.outcome = namedOutcome(null, (this.offload as OffloadCard).epochNs, remote, this.marks, reason);
     } finally {
       track.release();
       this.state = "closed";
     }
     if (energyChannel.hasSubscribers) oweEnergy(this);
-  }
-
-  /**
-   * The worker's outcome with the stages' names and tokens (its stages are in the order of the
-   * marks), or every span failed with `failure` (the sync hook, a card not ready, a worker gone).
-   */
-  private named(outcome: Outcome | null, remote: OffloadedWindow, failure: string | null): Outcome {
-    const secs = (from: number, to: number): number => Number(this.nsAt(to) - this.nsAt(from)) / 1e9;
-    const whole = outcome !== null && outcome.stages.length === this.marks.length;
-    const reason =
-      failure ??
-      (whole
-        ? null
-        : ((outcome?.total.measurement as { reason?: string })?.reason ?? "the window was not measured"));
-    const stages: Outcome["stages"][number][] = [];
-    let from = 0;
-    for (const [i, mark] of this.marks.entries()) {
-      const got = whole ? (outcome.stages[i] as SpanOutcome) : null;
-      stages.push({
-        name: mark.name,
-        tokens: mark.tokens,
-        measurement: reason !== null ? fail(reason) : (got as SpanOutcome).measurement,
-        seconds: got?.seconds ?? secs(from, mark.index),
-        concurrency: got?.concurrency ?? null,
-      });
-      from = mark.index;
-    }
-    const total = outcome?.total ?? null;
-    return {
-      total: {
-        measurement:
-          reason !== null || total === null
-            ? fail(reason ?? "the window was not measured")
-            : total.measurement,
-        seconds: total !== null && total.seconds > 0 ? total.seconds : secs(0, remote.times.length - 1),
-        concurrency: total?.concurrency ?? null,
-      },
-      stages,
-    };
   }
 
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
