@@ -51,7 +51,8 @@ const MAX_PENDING_BEFORE_COMPACT = 4096;
 /** How often an idle environment with windows open reads the process-wide log (ms). */
 const CATCH_UP_MS = 100;
 
-function idleConflict(idleW: number, other: number): GiulError {
+/** An open refused: windows open on the card charge another idle floor (`other`). */
+export function idleConflict(idleW: number, other: number): GiulError {
   return new GiulError(
     "INVALID_NODE",
     `idleW: ${idleW} W, but windows open on the same card charge its idle as ${other} W; ` +

@@ -23,10 +23,9 @@ import {
 import { packageRoot } from "../binding.js";
 import { debug } from "../debug.js";
 import type { Attribution } from "../energy.js";
-import { GiulError } from "../errors.js";
-import { fail } from "../measurement.js";
+import { idleConflict } from "../ledger.js";
 import type { Outcome } from "../meter-measure.js";
-import { decodeOutcomes, type StageName } from "./codec.js";
+import { decodeOutcomes, failedOutcome, type StageName } from "./codec.js";
 import {
   KIND_CLOSE,
   KIND_MARK,
@@ -88,14 +87,7 @@ export class OffloadCard {
     const w = new OffloadedWindow(this.client.nextOwner(), weight, names);
     const kind = attribution === "exclusive" ? KIND_OPEN_EXCLUSIVE : KIND_OPEN_SHARED;
     const seq = this.log.append(weight, 1, idleW, w.owner, weight, kind);
-    if (seq === -1) {
-      throw new GiulError(
-        "INVALID_NODE",
-        `idleW: ${idleW} W, but windows open on the same card charge its idle as ${this.log.idleW()} W; ` +
-          "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
-        { field: "idleW" },
-      );
-    }
+    if (seq === -1) throw idleConflict(idleW, this.log.idleW());
     if (seq < 0 || !this.stamp(w, seq, weight)) return null;
     return w;
   }
@@ -142,10 +134,6 @@ interface Waiter {
 
 /** How often windows still waiting on the worker are looked at (ms; see OffloadClient.watch). */
 const WATCH_MS = 15_000;
-
-function failedOutcome(reason: string): Outcome {
-  return { total: { measurement: fail(reason), seconds: 0, concurrency: null }, stages: [] };
-}
 
 /** Where the worker's file is: next to the library's bundle (dist/), or dist/ of the checkout. */
 function workerFile(): string | null {

@@ -6,9 +6,14 @@
  * its numbers, its seconds, its concurrency, and its strings as indices into the batch's list.
  */
 import type { Concurrency, ShareMeasurement } from "../energy.js";
-import type { SpanMeasurement } from "../measurement.js";
+import { fail, type SpanMeasurement } from "../measurement.js";
 import type { Outcome, SpanOutcome } from "../meter-measure.js";
 import type { OutcomeItem } from "./protocol.js";
+
+/** The outcome of a window that could not be measured, with why: its every span fails so. */
+export function failedOutcome(reason: string): Outcome {
+  return { total: { measurement: fail(reason), seconds: 0, concurrency: null }, stages: [] };
+}
 
 const FAILED = 0;
 const SPAN = 1;

@@ -17,9 +17,8 @@ import type { RingTrack } from "../backends/ring-track.js";
 import { type EventLogEntry, emptyLogEntry, type SharedLog } from "../backends/track.js";
 import type { Attribution, Concurrency } from "../energy.js";
 import { CardLedger, type LedgerEvent, LedgerWindow } from "../ledger.js";
-import { fail } from "../measurement.js";
 import { measureWindow, type Outcome, type StageMark } from "../meter-measure.js";
-import { encodeOutcomes } from "./codec.js";
+import { encodeOutcomes, failedOutcome } from "./codec.js";
 import {
   KIND_CLOSE,
   KIND_COMPENSATION,
@@ -99,11 +98,6 @@ export function runAccounting(env: WorkerEnv): void {
     });
   };
 
-  const failedOutcome = (reason: string): Outcome => ({
-    total: { measurement: fail(reason), seconds: 0, concurrency: null },
-    stages: [],
-  });
-
   const retain = (card: Card): void => {
     if (card.retained) return;
     card.retained = true;
@@ -138,6 +132,18 @@ export function runAccounting(env: WorkerEnv): void {
     card.closing -= 1;
     send([owner, outcome]);
     releaseIfIdle(card);
+  };
+
+  /** Every window of the environment open on the card gets no measurement, with `reason`. */
+  const failAll = (card: Card, reason: string): void => {
+    for (const owner of card.windows.keys()) send([owner, failedOutcome(reason)]);
+    card.windows.clear();
+  };
+
+  /** Whether a window of any card is being measured (its close read, its outcome not yet sent). */
+  const measuring = (): boolean => {
+    for (const card of cards.values()) if (card.closing > 0) return true;
+    return false;
   };
 
   /** An event of the environment's own windows. */
@@ -204,9 +210,7 @@ export function runAccounting(env: WorkerEnv): void {
     const shared = card.track.sharedLog?.() ?? null;
     if (shared === null) {
       // No ring here (the sampler could not be started in this thread): nothing can be measured.
-      for (const owner of card.windows.keys())
-        send([owner, failedOutcome("the accounting worker has no sampler for the card")]);
-      card.windows.clear();
+      failAll(card, "the accounting worker has no sampler for the card");
       releaseIfIdle(card);
       return;
     }
@@ -215,10 +219,7 @@ export function runAccounting(env: WorkerEnv): void {
     let gap: "lost" | "skipped" | null = card.started ? null : "skipped";
     if (card.log !== null && card.log !== log && published < card.cursor) {
       // A new log: the sampler restarted, and what the old one said of open windows is gone.
-      for (const owner of card.windows.keys()) {
-        send([owner, failedOutcome("the card's sampler restarted while the window was open")]);
-      }
-      card.windows.clear();
+      failAll(card, "the card's sampler restarted while the window was open");
       card.cursor = published;
       gap = "skipped";
     }
@@ -254,12 +255,12 @@ export function runAccounting(env: WorkerEnv): void {
 
   const readAll = (): void => {
     readCards();
-    if ([...cards.values()].some((c) => c.closing > 0)) return;
+    if (measuring()) return;
     // Idle: closes poke again from now on. A close appended just before the flag was cleared
     // poked nobody, so the logs are read once more.
     Atomics.store(env.flags, POKE_FLAG, 0);
     readCards();
-    if ([...cards.values()].some((c) => c.closing > 0)) Atomics.store(env.flags, POKE_FLAG, 1);
+    if (measuring()) Atomics.store(env.flags, POKE_FLAG, 1);
   };
 
   const readCards = (): void => {
@@ -272,9 +273,7 @@ export function runAccounting(env: WorkerEnv): void {
       try {
         read(card);
       } catch (error) {
-        for (const owner of card.windows.keys())
-          send([owner, failedOutcome(`reading the card's log failed: ${String(error)}`)]);
-        card.windows.clear();
+        failAll(card, `reading the card's log failed: ${String(error)}`);
       }
     }
     const open = [...cards.values()].some((c) => c.windows.size > 0);
