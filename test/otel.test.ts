@@ -29,7 +29,7 @@ const sc = scenarioForThisProcess({
 });
 const { Meter } = await import("../src/index.js");
 const { instrumentOpenTelemetry } = await import("../src/exporters/otel.js");
-const { JOULE_BUCKETS } = await import("../src/exporters/attributes.js");
+const { hrTimeOfMs, JOULE_BUCKETS } = await import("../src/exporters/attributes.js");
 const { cardInUse } = await import("../src/select/in-use.js");
 type Energy = import("../src/index.js").Energy;
 type GiulMeter = import("../src/index.js").Meter;
@@ -331,5 +331,15 @@ describe.runIf(ready)("giul/otel with the OpenTelemetry SDK", () => {
     const all = await collect();
     expect(metric(all, "giul.request.energy")?.dataPoints ?? []).toEqual([]);
     expect(metric(all, "hw.energy")?.dataPoints ?? []).toEqual([]);
+  });
+});
+
+describe("stage event times", () => {
+  it("are given to the SDK as HrTime, the nanoseconds carried into the seconds when they round up", () => {
+    expect(hrTimeOfMs(1_700_000_000_123.5)).toEqual([1_700_000_000, 123_500_000]);
+    expect(hrTimeOfMs(2_000)).toEqual([2, 0]);
+    // 1999.9999999996 ms: the nanoseconds round to a whole second.
+    expect(hrTimeOfMs(1_999.9999999996)).toEqual([2, 0]);
+    expect(hrTimeOfMs(0.000_001)).toEqual([0, 1]);
   });
 });

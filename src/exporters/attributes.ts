@@ -112,3 +112,13 @@ const ORIGIN_MS = performance.timeOrigin + performance.now();
 export function epochMs(tNs: bigint): number {
   return ORIGIN_MS + Number(tNs - ORIGIN_NS) / 1e6;
 }
+
+/**
+ * Ms since the epoch as OpenTelemetry's HrTime ([seconds, nanoseconds]): the SDK takes it as it
+ * is, where a number in ms costs it a clock reading to tell an epoch time from a performance one.
+ */
+export function hrTimeOfMs(ms: number): [number, number] {
+  const seconds = Math.floor(ms / 1000);
+  const nanos = Math.round((ms - seconds * 1000) * 1e6);
+  return nanos >= 1e9 ? [seconds + 1, nanos - 1e9] : [seconds, nanos];
+}

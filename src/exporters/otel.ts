@@ -36,7 +36,14 @@ import {
 import { type EnergyMessage, GIUL_CHANNELS, type WindowOpenMessage } from "../diagnostics.js";
 import type { Energy } from "../energy.js";
 import type { Meter as GiulMeter } from "../meter.js";
-import { epochMs, JOULE_BUCKETS, LabelCache, setEnergyAttributes, stageAttributes } from "./attributes.js";
+import {
+  epochMs,
+  hrTimeOfMs,
+  JOULE_BUCKETS,
+  LabelCache,
+  setEnergyAttributes,
+  stageAttributes,
+} from "./attributes.js";
 import { CardFigureReader, hwAttributes } from "./cards.js";
 
 export interface OpenTelemetryOptions {
@@ -165,7 +172,7 @@ function annotate(span: Span, e: Energy, node: string, openNs: bigint | null): v
   for (const name in e.stages) {
     const stage = e.stages[name] as Energy;
     at += stage.seconds * 1000;
-    span.addEvent("giul.stage", stageAttributes(name, stage), at);
+    span.addEvent("giul.stage", stageAttributes(name, stage), hrTimeOfMs(at));
   }
 }
 
