@@ -245,14 +245,16 @@ export class Meter {
       this.offload = card;
       this.remote = remote;
     }
-    const openNs =
+    // The opening instant as a bigint only where something reads it (an offloaded window's is a
+    // number in its log until then).
+    const openNs = (): bigint =>
       remote !== null ? this.nsAt(0) : ((entries as LedgerWindow).events[0] as LedgerEvent).edge.tNs;
     if (this.node.servingMatch !== null) {
       // A shared card: witness who is resident at this edge (coalesced with every other window).
       const reader = this.selection?.reader ?? null;
       if (reader !== null) {
         this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
-        this.openSnapshot = this.watcher.after(openNs);
+        this.openSnapshot = this.watcher.after(openNs());
         if (this.watchContention) this.watcher.watch();
       } else {
         this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
@@ -276,7 +278,7 @@ export class Meter {
       this,
     );
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs);
+    if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs());
     return this;
   }
 
@@ -423,12 +425,15 @@ export class Meter {
   private async finishRemote(remote: OffloadedWindow): Promise<void> {
     const track = this.track as Track;
     const closing = (this.offload as OffloadCard).close(remote);
-    const last = remote.times.length - 1;
-    const openEdge: Edge = { tNs: this.nsAt(0) };
-    const closeEdge: Edge = { tNs: this.nsAt(last) };
-    if (windowCloseChannel.hasSubscribers)
-      announceClose(this, this.selection?.backend ?? "none", openEdge.tNs, closeEdge.tNs);
-    const contention = this.watcher ? this.checkContention(this.watcher, openEdge, closeEdge) : null;
+    // Its edges as bigints only where something reads them.
+    const watcher = this.watcher;
+    const announce = windowCloseChannel.hasSubscribers;
+    let contention: Promise<void> | null = null;
+    if (announce || watcher !== null) {
+      const [openNs, closeNs] = this.windowNs();
+      if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
+      if (watcher !== null) contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
+    }
     try {
       const outcome = await closing;
       if (contention) await contention;

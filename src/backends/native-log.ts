@@ -1,6 +1,6 @@
 import type { LedgerLayout, NativeSampler } from "../../binding.js";
 import { recheck } from "./seqlock.js";
-import type { AppendArgs, EventLog, EventLogEntry } from "./track.js";
+import type { EventLog, EventLogEntry } from "./track.js";
 
 /**
  * The addon's process-wide event log of one card (the seqlock protocol of binding.d.ts'
@@ -24,9 +24,19 @@ export class NativeEventLog implements EventLog {
     this.capacity = this.f64[L.hCapacity] ?? 0;
   }
 
-  append(...args: AppendArgs): number {
-    // Only the arguments given: the addon takes the tags as numbers or not at all.
-    return this.sampler.ledgerAppend(...args);
+  append(
+    deltaWeight: number,
+    deltaCount: number,
+    idleW: number,
+    owner?: number,
+    own?: number,
+    kind?: number,
+  ): number {
+    // The addon takes the tags as numbers or not at all. Called with its arguments named, not
+    // spread: a spread call builds an array at each of a window's four appends.
+    return owner === undefined
+      ? this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW)
+      : this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW, owner, own, kind);
   }
 
   get refId(): number {

@@ -71,23 +71,23 @@ export function encodeOutcomes(items: readonly OutcomeItem[]): { numbers: Float6
   return { numbers, strings };
 }
 
-function span(numbers: Float64Array, at: number, strings: readonly string[]): SpanOutcome {
+/** String `i` of a row (its index in the batch's strings, −1 for none). */
+function text(numbers: Float64Array, at: number, strings: readonly string[]): string | null {
+  const k = numbers[at] as number;
+  return k < 0 ? null : (strings[k] ?? null);
+}
+
+/** The measurement of the row at `at`. */
+function measurementAt(
+  numbers: Float64Array,
+  at: number,
+  strings: readonly string[],
+): SpanOutcome["measurement"] {
   const kind = numbers[at] as number;
-  const mean = numbers[at + 7] as number;
-  const concurrency: Concurrency | null = Number.isNaN(mean)
-    ? null
-    : { mean, max: numbers[at + 8] as number };
-  const seconds = numbers[at + 6] as number;
-  const text = (i: number): string | null => {
-    const k = numbers[at + i] as number;
-    return k < 0 ? null : (strings[k] ?? null);
-  };
-  if (kind === FAILED) {
-    return { measurement: { ok: false, reason: text(10) ?? "not measured" }, seconds, concurrency };
-  }
+  if (kind === FAILED) return { ok: false, reason: text(numbers, at + 10, strings) ?? "not measured" };
   if (kind === SHARE) {
     const card = numbers[at + 2] as number;
-    const measurement: ShareMeasurement = {
+    const share: ShareMeasurement = {
       ok: true,
       share: true,
       aboveJoules: numbers[at + 1] as number,
@@ -95,19 +95,25 @@ function span(numbers: Float64Array, at: number, strings: readonly string[]): Sp
       uncertaintyJoules: numbers[at + 3] as number,
       samples: numbers[at + 4] as number,
       maxGapMs: numbers[at + 5] as number,
-      caveat: text(9),
+      caveat: text(numbers, at + 9, strings),
     };
-    return { measurement, seconds, concurrency };
+    return share;
   }
-  const measurement: SpanMeasurement = {
+  const span: SpanMeasurement = {
     ok: true,
     grossJoules: numbers[at + 1] as number,
     samples: numbers[at + 4] as number,
     maxGapMs: numbers[at + 5] as number,
     uncertaintyJoules: numbers[at + 3] as number,
-    caveat: text(9),
+    caveat: text(numbers, at + 9, strings),
   };
-  return { measurement, seconds, concurrency };
+  return span;
+}
+
+/** The concurrency of the row at `at`, or null. */
+function concurrencyAt(numbers: Float64Array, at: number): Concurrency | null {
+  const mean = numbers[at + 7] as number;
+  return Number.isNaN(mean) ? null : { mean, max: numbers[at + 8] as number };
 }
 
 /** A stage's name and tokens, which the window's environment keeps (its marks). */
@@ -137,20 +143,24 @@ export function decodeOutcomes(
       at += (1 + count) * ROW;
       continue;
     }
-    const total = span(numbers, at, strings);
+    const total: SpanOutcome = {
+      measurement: measurementAt(numbers, at, strings),
+      seconds: numbers[at + 6] as number,
+      concurrency: concurrencyAt(numbers, at),
+    };
     at += ROW;
-    const stages: Outcome["stages"][number][] = [];
+    const named = count === names.length;
+    const stages: Outcome["stages"][number][] = new Array(named ? count : 0);
     for (let i = 0; i < count; i++, at += ROW) {
       const name = names[i];
-      if (name === undefined || count !== names.length) continue;
-      const s = span(numbers, at, strings);
-      stages.push({
+      if (name === undefined || !named) continue;
+      stages[i] = {
         name: name.name,
         tokens: name.tokens,
-        measurement: s.measurement,
-        seconds: s.seconds,
-        concurrency: s.concurrency,
-      });
+        measurement: measurementAt(numbers, at, strings),
+        seconds: numbers[at + 6] as number,
+        concurrency: concurrencyAt(numbers, at),
+      };
     }
     each(owner, { total, stages });
   }
