@@ -27,7 +27,7 @@ export function offloadedEdgeTimes(
   marks: readonly StageMark[],
   closed: boolean,
 ): EdgeTimes {
-  const last = closed ? w.times.length - 1 : w.times.length;
+  const last = closed ? w.last : w.count;
   const marked = new Set(marks.map((m) => m.index));
   const weights: { tNs: bigint; weight: number }[] = [];
   for (let i = 0; i < last; i++) {
@@ -36,7 +36,7 @@ export function offloadedEdgeTimes(
   return {
     open: nsAt(epochNs, w, 0),
     marks: marks.map((m) => ({ name: m.name, tNs: nsAt(epochNs, w, m.index) })),
-    close: closed ? nsAt(epochNs, w, w.times.length - 1) : null,
+    close: closed ? nsAt(epochNs, w, w.last) : null,
     weights,
   };
 }
@@ -78,7 +78,7 @@ export function namedOutcome(
     total: {
       measurement:
         reason !== null || total === null ? fail(reason ?? "the window was not measured") : total.measurement,
-      seconds: total !== null && total.seconds > 0 ? total.seconds : secs(0, w.times.length - 1),
+      seconds: total !== null && total.seconds > 0 ? total.seconds : secs(0, w.last),
       concurrency: total?.concurrency ?? null,
     },
     stages,

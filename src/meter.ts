@@ -61,7 +61,33 @@ const resolvedNodes = new WeakMap<Node, ResolvedNode>();
  * contention watch or its weight in the card's ledger for the life of the process: when the Meter
  * is collected, what it held is released. The cleanup holds what it releases, never the Meter.
  */
-const abandoned = new FinalizationRegistry<() => void>((release) => release());
+const abandoned = new FinalizationRegistry<Leftovers>((held) => held.release());
+
+/**
+ * What an abandoned window releases: its card's track, its contention watch, and its weight on the
+ * card (closed in the ledger, or through the accounting worker). One object per window, not a
+ * closure and the scope it keeps.
+ */
+class Leftovers {
+  constructor(
+    private readonly track: Track,
+    private readonly watch: ProcessWatcher | null,
+    private readonly ledger: CardLedger | null,
+    private readonly entries: LedgerWindow | null,
+    private readonly card: OffloadCard | null,
+    private readonly remote: OffloadedWindow | null,
+  ) {}
+
+  release(): void {
+    if (this.remote !== null) {
+      if (this.remote.weight > 0) void (this.card as OffloadCard).close(this.remote);
+    } else if (this.entries !== null && this.entries.weight > 0) {
+      (this.ledger as CardLedger).closeWindow(this.entries);
+    }
+    this.track.release();
+    this.watch?.unwatch();
+  }
+}
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 const TIMED_OUT: unique symbol = Symbol("timed out");
 
@@ -261,22 +287,7 @@ export class Meter {
       }
     }
     const heldWatch = this.watchContention ? this.watcher : null;
-    abandoned.register(
-      this,
-      remote !== null
-        ? () => {
-            if (remote.weight > 0) void (card as OffloadCard).close(remote);
-            track.release();
-            heldWatch?.unwatch();
-          }
-        : () => {
-            const e = entries as LedgerWindow;
-            if (e.weight > 0) (ledger as CardLedger).closeWindow(e);
-            track.release();
-            heldWatch?.unwatch();
-          },
-      this,
-    );
+    abandoned.register(this, new Leftovers(track, heldWatch, ledger, entries, card, remote), this);
     this.state = "open";
     if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs());
     return this;
@@ -304,7 +315,7 @@ export class Meter {
     if (remote !== null) {
       (this.offload as OffloadCard).mark(remote);
       // The most windows open over the stage comes back with the stage (the worker reads the log).
-      this.marks.push({ name, index: remote.times.length - 1, tokens, maxConcurrency: 0 });
+      this.marks.push({ name, index: remote.last, tokens, maxConcurrency: 0 });
       return;
     }
     const ledger = this.ledger as CardLedger;
@@ -494,7 +505,7 @@ export class Meter {
   /** CLOCK_MONOTONIC ns of the window's opening and closing edges (once closed). */
   private windowNs(): [bigint, bigint] {
     const remote = this.remote;
-    if (remote !== null) return [this.nsAt(0), this.nsAt(remote.times.length - 1)];
+    if (remote !== null) return [this.nsAt(0), this.nsAt(remote.last)];
     const events = (this.entries as LedgerWindow).events;
     return [(events[0] as LedgerEvent).edge.tNs, (events[events.length - 1] as LedgerEvent).edge.tNs];
   }

@@ -1,4 +1,8 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it, vi } from "vitest";
+import { emptyLogEntry, type Track } from "../src/backends/track.js";
+import { KIND_CLOSE, KIND_OPEN_SHARED } from "../src/offload/kinds.js";
 import { fairShare } from "./fakes/fair-share.js";
 import { BROKEN_WORKER, DYING_WORKER } from "./fakes/offload-workers.js";
 import { nativeReady } from "./fakes/paths.js";
@@ -142,5 +146,41 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
         (e.uncertaintyJoules as number) + share * 0.01,
       );
     }
+  });
+
+  it("a window never closed: once its Meter is collected, the worker is told it closed, and its weight leaves the card", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const { Meter, client } = await readyWorker();
+    const received = client?.received ?? 0;
+    const held = await (async () => {
+      const m = await Meter.forNode(node, { weight: 3 }).open();
+      m.mark("never-closed");
+      const inside = m as unknown as { remote: { owner: number } | null; track: Track };
+      expect(inside.remote).not.toBeNull();
+      return { owner: inside.remote?.owner as number, log: inside.track.sharedLog?.()?.log };
+    })();
+    const log = held.log;
+    if (log === undefined) throw new Error("no event log");
+    for (let i = 0; i < 100 && client?.received === received; i++) {
+      gc();
+      await sleep(50);
+    }
+    // Closed for it, and its close measured by the worker (nobody waits for that outcome).
+    expect(client?.received).toBe(received + 1);
+    const kinds: number[] = [];
+    const entry = emptyLogEntry();
+    let last = entry;
+    for (let k = 0; k < log.published(); k++) {
+      if (log.read(k, entry) && entry.owner === held.owner) {
+        kinds.push(entry.kind as number);
+        last = { ...entry };
+      }
+    }
+    expect(kinds.at(0)).toBe(KIND_OPEN_SHARED);
+    expect(kinds.at(-1)).toBe(KIND_CLOSE);
+    // The card had no other window open then: nothing is left on it.
+    expect(last.weightAfter).toBe(0);
+    expect(last.countAfter).toBe(0);
   });
 });

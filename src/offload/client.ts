@@ -47,8 +47,14 @@ export interface OffloadableTrack extends Track {
 export class OffloadedWindow {
   readonly owner: number;
   weight: number;
-  /** Each event's instant: CLOCK_MONOTONIC ns − the log's epoch. */
-  readonly times: number[] = [];
+  /**
+   * Each event's instant, CLOCK_MONOTONIC ns − the log's epoch: the first `count` slots. Room for
+   * four (an open, two marks, a close) from the start: an array grown by push() takes room for 17
+   * at once, kept as long as the window is open.
+   */
+  readonly times: number[] = new Array<number>(4);
+  /** Events so far. */
+  count = 0;
   /**
    * The window's own weight after each event, once it has changed (null while every event has the
    * weight it opened with: most windows never change it).
@@ -57,6 +63,8 @@ export class OffloadedWindow {
   /** The weight it opened with. */
   readonly initial: number;
   outcome: Promise<Outcome> | null = null;
+  /** Its close's resolver while it waits for the worker (see OffloadClient.outcome). */
+  done: ((outcome: Outcome) => void) | null = null;
   /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
   readonly names: readonly StageName[];
   constructor(owner: number, weight: number, names: readonly StageName[]) {
@@ -64,6 +72,11 @@ export class OffloadedWindow {
     this.weight = weight;
     this.initial = weight;
     this.names = names;
+  }
+
+  /** The index of its newest event. */
+  get last(): number {
+    return this.count - 1;
   }
 }
 
@@ -100,7 +113,7 @@ export class OffloadCard {
     const delta = weight - w.weight;
     w.weight = weight;
     // Every event so far had the opening weight.
-    w.weights ??= w.times.map(() => w.initial);
+    w.weights ??= Array.from({ length: w.count }, () => w.initial);
     return this.stamp(w, this.log.append(delta, 0, Number.NaN, w.owner, weight, KIND_WEIGHT), weight);
   }
 
@@ -120,16 +133,10 @@ export class OffloadCard {
     if (seq < 0) return false;
     const entry = this.client.scratch;
     if (!this.log.read(seq, entry)) return false;
-    w.times.push(entry.t);
+    w.times[w.count++] = entry.t;
     w.weights?.push(weight);
     return true;
   }
-}
-
-/** A window waiting for its outcome: how its stages are named, and its close's resolver. */
-interface Waiter {
-  readonly names: readonly StageName[];
-  readonly done: (outcome: Outcome) => void;
 }
 
 /** How often windows still waiting on the worker are looked at (ms; see OffloadClient.watch). */
@@ -145,7 +152,8 @@ export class OffloadClient {
   readonly scratch: EventLogEntry = emptyLogEntry();
   private readonly worker: Worker;
   private readonly flags: Int32Array;
-  private readonly waiting = new Map<number, Waiter>();
+  /** Windows waiting for their outcome, by number. */
+  private readonly waiting = new Map<number, OffloadedWindow>();
   private readonly cards = new WeakMap<Track, OffloadCard | null>();
   private owners = 0;
   private cardCount = 0;
@@ -212,7 +220,10 @@ export class OffloadClient {
   /** What window `owner` measured, once the worker posts it. */
   outcome(w: OffloadedWindow): Promise<Outcome> {
     if (this.dead !== null) return Promise.resolve(failedOutcome(this.dead));
-    const promise = new Promise<Outcome>((done) => this.waiting.set(w.owner, { names: w.names, done }));
+    const promise = new Promise<Outcome>((done) => {
+      w.done = done;
+    });
+    this.waiting.set(w.owner, w);
     if (!this.referenced) {
       // A close awaited keeps the process alive until it resolves, as it does in this thread.
       this.referenced = true;
@@ -234,10 +245,10 @@ export class OffloadClient {
     let seen = this.owners;
     this.watchdog = setInterval(() => {
       const late = `the accounting worker gave no outcome within ${WATCH_MS / 1000} s of the window's close`;
-      for (const [owner, waiter] of this.waiting) {
+      for (const [owner, w] of this.waiting) {
         if (owner > seen) continue;
         this.waiting.delete(owner);
-        waiter.done(failedOutcome(late));
+        resolve(w, failedOutcome(late));
       }
       seen = this.owners;
       this.settled();
@@ -276,10 +287,10 @@ export class OffloadClient {
       // A window dropped unclosed: nobody waits.
       (owner) => waiting.get(owner)?.names ?? null,
       (owner, outcome) => {
-        const waiter = waiting.get(owner) as Waiter;
+        const w = waiting.get(owner) as OffloadedWindow;
         waiting.delete(owner);
         this.received += 1;
-        waiter.done(outcome);
+        resolve(w, outcome);
       },
     );
     this.settled();
@@ -290,12 +301,19 @@ export class OffloadClient {
     this.dead = reason;
     debug("offload: %s", reason);
     const outcome = failedOutcome(reason);
-    for (const waiter of this.waiting.values()) waiter.done(outcome);
+    for (const w of this.waiting.values()) resolve(w, outcome);
     this.waiting.clear();
     this.settled();
     // Windows from now on are accounted on this thread: the worker's isolate is not kept.
     void this.worker.terminate().catch(() => {});
   }
+}
+
+/** Resolves a window's close with `outcome` (once: the resolver is dropped). */
+function resolve(w: OffloadedWindow, outcome: Outcome): void {
+  const done = w.done;
+  w.done = null;
+  done?.(outcome);
 }
 
 let client: OffloadClient | null | undefined;
