@@ -16,15 +16,17 @@
 // worker, src/offload/) runs in a process of its own, three times, alternated; the figure is the
 // main thread's CPU time per window (schedstat), median over rounds, minus the bare loop's, and
 // the whole process's CPU the same way.
-// Usage: npm run build:ts && node bench/floor.js [--quick]
+// With --sequential, one window at a time instead (10 ms each), and the calls' own time too.
+// Usage: npm run build:ts && node bench/floor.js [--quick] [--sequential]
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { benchRequest, mainThreadCpuNs, median, squareWaveScenario } from "./lib.js";
+import { benchRequest, mainThreadCpuNs, median, sleep, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const childAt = process.argv.indexOf("--child");
@@ -44,18 +46,47 @@ if (childAt > 0) {
   }
   const cpu = [];
   const all = [];
+  const calls = [];
   for (let r = 0; r < rounds + 3; r++) {
     const c0 = mainThreadCpuNs();
     const p0 = processCpuNs();
-    await Promise.all(Array.from({ length: n }, (_, i) => benchRequest(make, i)));
+    // One window at a time (n = 1) has its calls timed too.
+    if (n === 1) await timedRequest(make, r >= 3 ? calls : []);
+    else await Promise.all(Array.from({ length: n }, (_, i) => benchRequest(make, i)));
     if (r >= 3) {
       cpu.push((mainThreadCpuNs() - c0) / 1e3 / n);
       all.push((processCpuNs() - p0) / 1e3 / n);
     }
   }
   rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(`${JSON.stringify({ variant, n, cpuUs: median(cpu), processUs: median(all) })}\n`);
+  const callUs = calls.length > 0 ? median(calls) : null;
+  process.stdout.write(
+    `${JSON.stringify({ variant, n, cpuUs: median(cpu), processUs: median(all), callUs })}\n`,
+  );
   process.exit(0);
+}
+
+/**
+ * benchRequest's window (10 ms, two marks), its calls timed: open(), the marks, close() and
+ * result() as the caller is held by them (µs pushed to `calls`).
+ */
+async function timedRequest(make, calls) {
+  if (make === null) return benchRequest(null, 0);
+  const time = (f) => {
+    const t = performance.now();
+    const got = f();
+    return [got, performance.now() - t];
+  };
+  const [opening, a] = time(() => make().open());
+  const m = await opening;
+  await sleep(5);
+  const [, b] = time(() => m.mark("retrieve"));
+  await sleep(5);
+  const [, c] = time(() => m.mark("generate"));
+  const [closing, d] = time(() => m.close());
+  await closing;
+  const [, e] = time(() => m.result({ tokens: 100 }));
+  calls.push((a + b + c + d + e) * 1000);
 }
 
 /** CPU time of every thread of this process so far (ns, schedstat). */
@@ -88,15 +119,16 @@ async function variantOf(variant) {
   if (init.ok === false) throw new Error(`nvmlInit: ${init.reason}`);
   const sampler = addon.openSampler(0, 5);
   if (sampler.ok === false) throw new Error(`openSampler: ${sampler.reason}`);
-  return floorMeter(sampler);
+  return floorMeter(sampler, addon.ledgerLayout);
 }
 
 /** A window that keeps on the event loop only what must be there (see the top of this file). */
-function floorMeter(sampler) {
+function floorMeter(sampler, layout) {
   const log = new Float64Array(sampler.ledger);
-  const ENTRY = 5;
-  const HEADER = 8;
-  const capacity = log[2];
+  const ENTRY = layout.entrySlots;
+  const HEADER = layout.headerSlots;
+  const T = layout.eT;
+  const capacity = log[layout.hCapacity];
   // What an accounting thread would write for each event: a share's accumulators and bounds.
   const ROW = 12;
   const rows = new Float64Array(capacity * ROW);
@@ -135,7 +167,7 @@ function floorMeter(sampler) {
       return {
         joules: rows[kb * ROW] - rows[ka * ROW],
         uncertaintyJoules: rows[kb * ROW + 1] + rows[ka * ROW + 1],
-        seconds: (log[HEADER + kb * ENTRY] - log[HEADER + ka * ENTRY]) / 1e9,
+        seconds: (log[HEADER + kb * ENTRY + T] - log[HEADER + ka * ENTRY + T]) / 1e9,
       };
     }
     record(s, tokens, stages) {
@@ -166,14 +198,18 @@ function floorMeter(sampler) {
 }
 
 const quick = process.argv.includes("--quick");
-const runs = [
-  { n: 1000, rounds: quick ? 8 : 30 },
-  { n: 10000, rounds: quick ? 3 : 8 },
-];
+const sequential = process.argv.includes("--sequential");
+const runs = sequential
+  ? [{ n: 1, rounds: quick ? 100 : 300 }]
+  : [
+      { n: 1000, rounds: quick ? 8 : 30 },
+      { n: 10000, rounds: quick ? 3 : 8 },
+    ];
 const table = [];
 for (const { n, rounds } of runs) {
   const by = { bare: [], floor: [], meter: [], worker: [] };
   const process_ = { bare: [], floor: [], meter: [], worker: [] };
+  const callsBy = { bare: [], floor: [], meter: [], worker: [] };
   for (let rep = 0; rep < 3; rep++) {
     for (const variant of ["bare", "floor", "meter", "worker"]) {
       const child = spawnSync(
@@ -185,6 +221,7 @@ for (const { n, rounds } of runs) {
       const got = JSON.parse(child.stdout.trim().split("\n").pop());
       by[variant].push(got.cpuUs);
       process_[variant].push(got.processUs);
+      if (got.callUs !== null) callsBy[variant].push(got.callUs);
     }
   }
   const bare = median(by.bare);
@@ -197,11 +234,34 @@ for (const { n, rounds } of runs) {
     worker: median(by.worker) - bare,
     meterAll: median(process_.meter) - bareAll,
     workerAll: median(process_.worker) - bareAll,
+    calls:
+      n === 1
+        ? { floor: median(callsBy.floor), meter: median(callsBy.meter), worker: median(callsBy.worker) }
+        : null,
     by,
   });
 }
 
 const fmt = (x) => x.toFixed(1);
+if (sequential) {
+  const [r] = table;
+  console.log(`## The event loop's floor for a window, one window at a time
+
+Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.
+Command: \`node bench/floor.js --sequential${quick ? " --quick" : ""}\`. Windows of 10 ms (two marks) one after another.
+Main-thread CPU µs per window, metered minus bare (the bare loop: ${fmt(r.bare)} µs of CPU per request of two
+sleeps), median of rounds in each process, median of three processes each (in parentheses: each
+process's figure, the bare loop not subtracted); and the calls' own time (open, two marks, close and
+result, as the caller is held by them), median µs:
+
+| | main-thread CPU per window | the calls |
+|---|---:|---:|
+| floor: ledger work off the event loop | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.calls.floor)} |
+| the Meter | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.calls.meter)} |
+| the Meter, GIUL_ACCOUNTING=worker | ${fmt(r.worker)} (${r.by.worker.map(fmt).join(", ")}) | ${fmt(r.calls.worker)} |
+`);
+  process.exit(0);
+}
 console.log(`## The event loop's floor for a window
 
 Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Checks the C and C++ sources against .clang-format (`--fix` rewrites them instead):
-// native/**/*.{cc,h}, test/fakes/**/*.{c,h} and scripts/toolchain/**/*.{c,h}. CLANG_FORMAT names the
+// native/**/*.{cc,h}, test/fakes/**/*.{c,h}, scripts/toolchain/**/*.{c,h} and bench/**/*.{c,h}. CLANG_FORMAT names the
 // binary to use.
 "use strict";
 
@@ -41,6 +41,7 @@ const files = [
   ...walk(join(root, "native"), /\.(cc|h)$/, []),
   ...walk(join(root, "test", "fakes"), /\.(c|h)$/, []),
   ...walk(join(root, "scripts", "toolchain"), /\.(c|h)$/, []),
+  ...walk(join(root, "bench"), /\.(c|h)$/, []),
 ].sort();
 
 if (files.length === 0) {
