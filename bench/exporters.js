@@ -8,9 +8,13 @@
 //     metered round with the instrumentation on, minus it off, paired within each round, the order
 //     alternating between rounds.
 // Usage: npm run bench (bench/meter.js runs this last), or: npx tsup && node bench/exporters.js
-//   [--quick] [--rounds N] [--no-otel]; GIUL_BENCH_DIST=/other/checkout/dist measures another build (with
-//   --no-otel for one without giul/otel), to compare the no-subscriber cost before and after.
+//   [--quick] [--rounds N] [--no-otel] [--processes P]; GIUL_BENCH_DIST=/other/checkout/dist measures
+//   another build (with --no-otel for one without giul/otel), to compare the no-subscriber cost before
+//   and after. With --processes, P processes run one after another and each row is the median of
+//   their medians, each process's listed: on a shared host one process's median differs from the
+//   next's by more than a change under study (3 to 8 µs for the same build).
 // Prints a Markdown section for bench/RESULTS.md.
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
@@ -22,6 +26,15 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const quick = process.argv.includes("--quick");
 const withOtel = !process.argv.includes("--no-otel");
 const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
+const processesAt = process.argv.indexOf("--processes");
+if (processesAt > 0) {
+  const count = Number(process.argv[processesAt + 1]);
+  if (!(Number.isInteger(count) && count > 0)) throw new Error("--processes: a positive whole number");
+  const args = process.argv.slice(2).filter((_, i) => i !== processesAt - 2 && i !== processesAt - 1);
+  console.log(acrossProcesses(count, args));
+  process.exit(0);
+}
+const asJson = process.argv.includes("--json");
 
 const dir = mkdtempSync(join(tmpdir(), "giul-bench-exporters-"));
 squareWaveScenario(dir);
@@ -148,6 +161,13 @@ for (let r = 0; r < rounds; r++) {
 }
 rmSync(dir, { recursive: true, force: true });
 
+if (asJson) {
+  // One process's medians, for acrossProcesses().
+  const byKey = Object.fromEntries(VARIANTS.map((v) => [v.key, median(added[v.key].cpu)]));
+  console.log(JSON.stringify({ noSubscriber: median(noSub.cpu), ...(otelEntry ? byKey : {}) }));
+  process.exit(0);
+}
+
 const f = (x) => x.toFixed(1);
 const lines = [
   `## Exporters: per-window cost of the diagnostics channels and giul/otel`,
@@ -176,3 +196,41 @@ const lines = [
 ];
 console.log(lines.join("\n"));
 process.exit(0);
+
+/** Runs `count` processes of this bench with `args` (--json), and tabulates their medians. */
+function acrossProcesses(count, args) {
+  const runs = [];
+  for (let i = 0; i < count; i++) {
+    const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), ...args, "--json"], {
+      encoding: "utf8",
+      env: process.env,
+      stdio: ["ignore", "pipe", "inherit"],
+      maxBuffer: 1 << 20,
+    });
+    if (child.status !== 0)
+      throw new Error(`exporters: process ${i + 1} of ${count} failed (${child.status})`);
+    runs.push(JSON.parse(child.stdout.trim().split("\n").at(-1)));
+  }
+  const rows = [
+    ["noSubscriber", "metered, no subscriber (metered round − bare round)"],
+    ["default", "giul/otel subscribed (default): added per window"],
+    ["noStages", "… with `stageEvents: false`: added per window"],
+    ["metricsOnly", "… with `spanAttributes: false` (metrics only): added per window"],
+  ].filter(([key]) => runs[0][key] !== undefined);
+  const f = (x) => x.toFixed(1);
+  return [
+    `## Exporters: per-window cost of giul/otel, across processes`,
+    ``,
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? "unknown"}, ${(totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; build: ${dist === join(root, "dist") ? "this checkout" : dist}.`,
+    `Command: \`node bench/exporters.js ${[...args, "--processes", String(count)].join(" ")}\`. Main-thread CPU µs per window at`,
+    `1,000 concurrent windows: each process's median over its rounds, and the median of those.`,
+    ``,
+    `| what | median of the processes | each process |`,
+    `|---|---:|---|`,
+    ...rows.map(([key, label]) => {
+      const each = runs.map((r) => r[key]);
+      return `| ${label} | ${f(median(each))} | ${each.map(f).join(", ")} |`;
+    }),
+    ``,
+  ].join("\n");
+}
