@@ -24,19 +24,13 @@ export class NativeEventLog implements EventLog {
     this.capacity = this.f64[L.hCapacity] ?? 0;
   }
 
-  append(
-    deltaWeight: number,
-    deltaCount: number,
-    idleW: number,
-    owner?: number,
-    own?: number,
-    kind?: number,
-  ): number {
+  /** ledgerAppend (binding.d.ts): the changes of weight and count, an open's idle floor, the tags. */
+  append(dw: number, dc: number, idleW: number, owner?: number, own?: number, kind?: number): number {
     // The addon takes the tags as numbers or not at all. Called with its arguments named, not
     // spread: a spread call builds an array at each of a window's four appends.
     return owner === undefined
-      ? this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW)
-      : this.sampler.ledgerAppend(deltaWeight, deltaCount, idleW, owner, own, kind);
+      ? this.sampler.ledgerAppend(dw, dc, idleW)
+      : this.sampler.ledgerAppend(dw, dc, idleW, owner, own, kind);
   }
 
   get refId(): number {
