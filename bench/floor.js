@@ -26,7 +26,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { benchRequest, mainThreadCpuNs, median, sleep, squareWaveScenario } from "./lib.js";
+import { benchRequest, mainThreadCpuNs, median, pct, sleep, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const childAt = process.argv.indexOf("--child");
@@ -47,12 +47,15 @@ if (childAt > 0) {
   const cpu = [];
   const all = [];
   const calls = [];
+  // Close latency, where the window says where its closing edge was (the Meter's variants).
+  const latency = variant === "meter" || variant === "worker" ? [] : null;
   for (let r = 0; r < rounds + 3; r++) {
     const c0 = mainThreadCpuNs();
     const p0 = processCpuNs();
     // One window at a time (n = 1) has its calls timed too.
     if (n === 1) await timedRequest(make, r >= 3 ? calls : []);
-    else await Promise.all(Array.from({ length: n }, (_, i) => benchRequest(make, i)));
+    else
+      await Promise.all(Array.from({ length: n }, (_, i) => benchRequest(make, i, r >= 3 ? latency : null)));
     if (r >= 3) {
       cpu.push((mainThreadCpuNs() - c0) / 1e3 / n);
       all.push((processCpuNs() - p0) / 1e3 / n);
@@ -60,8 +63,9 @@ if (childAt > 0) {
   }
   rmSync(dir, { recursive: true, force: true });
   const callUs = calls.length > 0 ? median(calls) : null;
+  const closeMs = latency?.length ? [median(latency), pct(latency, 90), pct(latency, 99)] : null;
   process.stdout.write(
-    `${JSON.stringify({ variant, n, cpuUs: median(cpu), processUs: median(all), callUs })}\n`,
+    `${JSON.stringify({ variant, n, cpuUs: median(cpu), processUs: median(all), callUs, closeMs })}\n`,
   );
   process.exit(0);
 }
@@ -210,6 +214,8 @@ for (const { n, rounds } of runs) {
   const by = { bare: [], floor: [], meter: [], worker: [] };
   const process_ = { bare: [], floor: [], meter: [], worker: [] };
   const callsBy = { bare: [], floor: [], meter: [], worker: [] };
+  /** Each process's close latency, ms: [median, p90, p99]. */
+  const closeBy = { meter: [], worker: [] };
   for (let rep = 0; rep < 3; rep++) {
     for (const variant of ["bare", "floor", "meter", "worker"]) {
       const child = spawnSync(
@@ -222,6 +228,7 @@ for (const { n, rounds } of runs) {
       by[variant].push(got.cpuUs);
       process_[variant].push(got.processUs);
       if (got.callUs !== null) callsBy[variant].push(got.callUs);
+      if (got.closeMs !== null) closeBy[variant].push(got.closeMs);
     }
   }
   const bare = median(by.bare);
@@ -238,11 +245,13 @@ for (const { n, rounds } of runs) {
       n === 1
         ? { floor: median(callsBy.floor), meter: median(callsBy.meter), worker: median(callsBy.worker) }
         : null,
+    closeBy,
     by,
   });
 }
 
 const fmt = (x) => x.toFixed(1);
+const latencies = (xs) => xs.map((x) => x.toFixed(1)).join(" / ");
 if (sequential) {
   const [r] = table;
   console.log(`## The event loop's floor for a window, one window at a time
@@ -272,6 +281,12 @@ three processes each (in parentheses: each process's figure, the bare loop not s
 | concurrent windows | bare loop | floor: ledger work off the event loop | the Meter | the Meter, GIUL_ACCOUNTING=worker |
 |---:|---:|---:|---:|---:|
 ${table.map((r) => `| ${r.n.toLocaleString("en")} | ${fmt(r.bare)} | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.worker)} (${r.by.worker.map(fmt).join(", ")}) |`).join("\n")}
+
+Close latency, ms from a window's closing edge to close() resolving (each process's median / p90 / p99):
+
+| concurrent windows | the Meter | the Meter, GIUL_ACCOUNTING=worker |
+|---:|---|---|
+${table.map((r) => `| ${r.n.toLocaleString("en")} | ${r.closeBy.meter.map(latencies).join("; ")} | ${r.closeBy.worker.map(latencies).join("; ")} |`).join("\n")}
 
 CPU of the whole process (every thread: the event loop, the sampler, the accounting worker, V8's
 helpers) per window, minus the bare loop's: the Meter ${table.map((r) => `${fmt(r.meterAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}; with the

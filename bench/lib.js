@@ -74,9 +74,10 @@ export const median = (xs) => pct(xs, 50);
 /**
  * One request as the benchmarks run it: 5–24 ms of work, a mark, 5 ms, a mark, then close and
  * result. `meter` makes the request's Meter (then opened first), or is null for the same request
- * bare.
+ * bare. With `closeMs`, a Meter's close latency is pushed there: ms from its closing edge to
+ * close() resolving.
  */
-export async function benchRequest(meter, i) {
+export async function benchRequest(meter, i, closeMs = null) {
   const m = meter === null ? null : await meter().open();
   await sleep(5 + (i % 20));
   m?.mark("retrieve");
@@ -84,6 +85,11 @@ export async function benchRequest(meter, i) {
   m?.mark("generate");
   if (m) {
     await m.close();
+    if (closeMs !== null) {
+      const resolved = process.hrtime.bigint();
+      const edge = m.edgeTimes().close;
+      if (edge !== null) closeMs.push(Number(resolved - edge) / 1e6);
+    }
     m.result({ tokens: 100 });
   }
 }
