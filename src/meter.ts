@@ -271,16 +271,12 @@ export class Meter {
       this.offload = card;
       this.remote = remote;
     }
-    // The opening instant as a bigint only where something reads it (an offloaded window's is a
-    // number in its log until then).
-    const openNs = (): bigint =>
-      remote !== null ? this.nsAt(0) : ((entries as LedgerWindow).events[0] as LedgerEvent).edge.tNs;
     if (this.node.servingMatch !== null) {
       // A shared card: witness who is resident at this edge (coalesced with every other window).
       const reader = this.selection?.reader ?? null;
       if (reader !== null) {
         this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
-        this.openSnapshot = this.watcher.after(openNs());
+        this.openSnapshot = this.watcher.after(this.openNs());
         if (this.watchContention) this.watcher.watch();
       } else {
         this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
@@ -289,7 +285,8 @@ export class Meter {
     const heldWatch = this.watchContention ? this.watcher : null;
     abandoned.register(this, new Leftovers(track, heldWatch, ledger, entries, card, remote), this);
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers) announceOpen(this, this.selection?.backend ?? "none", openNs());
+    if (windowOpenChannel.hasSubscribers)
+      announceOpen(this, this.selection?.backend ?? "none", this.openNs());
     return this;
   }
 
@@ -500,6 +497,15 @@ export class Meter {
       publishEnergy(this, energy, openNs, closeNs);
     }
     return energy;
+  }
+
+  /**
+   * CLOCK_MONOTONIC ns of the window's opening edge, once opened: a bigint made only where it is
+   * read (an offloaded window's instants are numbers in its log).
+   */
+  private openNs(): bigint {
+    if (this.remote !== null) return this.nsAt(0);
+    return ((this.entries as LedgerWindow).events[0] as LedgerEvent).edge.tNs;
   }
 
   /** CLOCK_MONOTONIC ns of the window's opening and closing edges (once closed). */
