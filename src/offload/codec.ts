@@ -71,7 +71,7 @@ export function encodeOutcomes(items: readonly OutcomeItem[]): { numbers: Float6
   return { numbers, strings };
 }
 
-/** String `i` of a row (its index in the batch's strings, −1 for none). */
+/** The string a row names in slot `at` (an index into the batch's strings; −1: none). */
 function text(numbers: Float64Array, at: number, strings: readonly string[]): string | null {
   const k = numbers[at] as number;
   return k < 0 ? null : (strings[k] ?? null);
