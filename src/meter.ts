@@ -248,11 +248,13 @@ export class Meter {
       this.state = "new";
       throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
     }
-    const card = offloadClient()?.cardFor(track, this.periodMs) ?? null;
+    let card: OffloadCard | null = null;
     let remote: OffloadedWindow | null = null;
     let ledger: CardLedger | null = null;
     let entries: LedgerWindow | null = null;
     try {
+      // Throws where GIUL_ACCOUNTING names no way giul knows.
+      card = offloadClient()?.cardFor(track, this.periodMs) ?? null;
       if (card !== null)
         remote = card.open(this.initialWeight, this.node.idleW, this.attribution, this.marks);
       if (remote === null) {

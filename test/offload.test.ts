@@ -34,6 +34,16 @@ async function giulWith(file: string | null) {
   return { Meter, offloadClient };
 }
 
+/** A fresh copy of giul with GIUL_ACCOUNTING=`mode`. */
+async function giulIn(mode: string) {
+  vi.resetModules();
+  process.env.GIUL_ACCOUNTING = mode;
+  delete process.env.GIUL_OFFLOAD_WORKER;
+  const { Meter } = await import("../src/index.js");
+  const { offloadClient } = await import("../src/offload/client.js");
+  return { Meter, offloadClient };
+}
+
 /** giul's own accounting worker, started by a first window and ready (up to 10 s). */
 async function readyWorker() {
   const { Meter, offloadClient } = await giulWith(null);
@@ -55,6 +65,34 @@ function expectMeasured(e: import("../src/energy.js").Energy, m: import("../src/
     (e.uncertaintyJoules as number) + truth * 0.01,
   );
 }
+
+describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
+  it("names no way giul knows: every open() throws a GiulError naming it, the window left unopened", async () => {
+    const { Meter } = await giulIn("wroker");
+    for (let i = 0; i < 2; i++) {
+      const m = Meter.forNode(node);
+      await expect(m.open()).rejects.toMatchObject({
+        name: "GiulError",
+        code: "INVALID_OPTION",
+        field: "GIUL_ACCOUNTING",
+        message: expect.stringContaining("GIUL_ACCOUNTING=wroker"),
+      });
+      // Not left half open.
+      expect(() => m.mark("x")).toThrow(/the window is new, not open/);
+    }
+  });
+
+  it('"thread" (and unset, the default): windows are accounted on their own thread, measured', async () => {
+    for (const mode of ["thread", ""]) {
+      const { Meter, offloadClient } = await giulIn(mode);
+      const m = await Meter.forNode(node).open();
+      await sleep(60);
+      await m.close();
+      expectMeasured(m.result(), m);
+      expect(offloadClient()).toBeNull();
+    }
+  });
+});
 
 describe.runIf(nativeReady())("the accounting worker, failing", () => {
   it("one that never starts: every window is accounted on its own thread", async () => {

@@ -23,6 +23,7 @@ import {
 import { packageRoot } from "../binding.js";
 import { debug } from "../debug.js";
 import type { Attribution } from "../energy.js";
+import { GiulError } from "../errors.js";
 import { idleConflict } from "../ledger.js";
 import type { Outcome } from "../meter-measure.js";
 import { decodeOutcomes, failedOutcome, type StageName } from "./codec.js";
@@ -317,15 +318,28 @@ function resolve(w: OffloadedWindow, outcome: Outcome): void {
 }
 
 let client: OffloadClient | null | undefined;
+/** GIUL_ACCOUNTING's value, when it is none that giul knows: every window's open() says so. */
+let misconfigured: GiulError | null = null;
 
 /**
  * This environment's accounting worker, started at the first call, or null where windows are
- * accounted here: GIUL_ACCOUNTING is not "worker", or no worker can run.
+ * accounted here: GIUL_ACCOUNTING is unset, empty or "thread", or no worker can run. Throws a
+ * GiulError naming GIUL_ACCOUNTING for any other value (read once, at the first call).
  */
 export function offloadClient(): OffloadClient | null {
+  if (misconfigured !== null) throw misconfigured;
   if (client !== undefined) return client?.dead === null ? client : null;
+  const mode = process.env.GIUL_ACCOUNTING;
+  if (mode !== undefined && mode !== "" && mode !== "thread" && mode !== "worker") {
+    misconfigured = new GiulError(
+      "INVALID_OPTION",
+      `GIUL_ACCOUNTING=${mode}: expected "worker" (the ledger's arithmetic on a worker thread) or "thread" (the default)`,
+      { field: "GIUL_ACCOUNTING" },
+    );
+    throw misconfigured;
+  }
   client = null;
-  if (process.env.GIUL_ACCOUNTING !== "worker") return null;
+  if (mode !== "worker") return null;
   const file = workerFile();
   if (file === null) {
     debug("offload: no worker file; windows are accounted on this thread");
