@@ -211,6 +211,40 @@ describe.runIf(ready)("giul-probe arguments", () => {
     expect(ran.stdout).toContain("Usage: giul-probe [--json]");
   });
 
+  it("says where windows' arithmetic runs: each window's thread by default, or the accounting worker and its file", () => {
+    scenario = writeScenario(TWO_CARDS);
+    const byDefault = probe([], scenario.env());
+    expect(byDefault.status).toBe(0);
+    expect(byDefault.stdout).toMatch(/^accounting\s+on each window's own thread \(the default/m);
+
+    const worker = probe(["--json"], { ...scenario.env(), GIUL_ACCOUNTING: "worker" });
+    expect(worker.status).toBe(0);
+    const report = JSON.parse(worker.stdout) as {
+      accounting: { mode: string; workerFile: string; workerFound: boolean };
+    };
+    expect(report.accounting).toEqual({
+      mode: "worker",
+      workerFile: join(ROOT, "dist", "offload-worker.js"),
+      workerFound: true,
+    });
+
+    const missing = probe([], {
+      ...scenario.env(),
+      GIUL_ACCOUNTING: "worker",
+      GIUL_OFFLOAD_WORKER: "/nonexistent/w.js",
+    });
+    expect(missing.stdout).toMatch(
+      /^accounting\s+GIUL_ACCOUNTING=worker, but the worker's file is not there \(\/nonexistent\/w\.js\): windows are accounted on their own thread/m,
+    );
+  });
+
+  it("GIUL_ACCOUNTING naming no way giul knows exits 2, naming it", () => {
+    const ran = probe([], { GIUL_ACCOUNTING: "wroker" });
+    expect(ran.status).toBe(2);
+    expect(ran.stdout).toBe("");
+    expect(ran.stderr).toContain("GIUL_ACCOUNTING=wroker");
+  });
+
   it("an unknown argument exits 2 with the usage on stderr", () => {
     const ran = probe(["--frobnicate"], {});
     expect(ran.status).toBe(2);

@@ -3,12 +3,14 @@
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
+import { existsSync } from "node:fs";
 import { whileAlive } from "../alive.js";
 import type { Track } from "../backends/track.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
 import { Meter } from "../meter.js";
 import { resolveNode } from "../node.js";
+import { type Accounting, accountingMode, workerPath } from "../offload/client.js";
 import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
 import { forcedBackend, select } from "../select/index.js";
 import { descriptorOf } from "../select/registry.js";
@@ -307,7 +309,11 @@ function backendLine(device: HostDevice, smiFound: boolean, forced: BackendName 
 }
 
 /** The report as text for a person (`forced`: GIUL_BACKEND's backend, or null). */
-export function formatHuman(report: HostReport, forced: BackendName | null = null): string {
+export function formatHuman(
+  report: HostReport,
+  forced: BackendName | null = null,
+  accounting: AccountingReport | null = null,
+): string {
   const { addon, nvml, smi, devices } = report;
   const lines: string[] = [];
   lines.push(
@@ -323,6 +329,7 @@ export function formatHuman(report: HostReport, forced: BackendName | null = nul
         "nvidia-smi",
         smi.path === null ? `not found (${smi.reason})` : `${smi.path}${smiPowerText(report.smiPower)}`,
       ],
+      ...(accounting === null ? [] : [["accounting", accountingText(accounting)] as const]),
     ]),
   );
   lines.push("");
@@ -381,7 +388,12 @@ export function formatHuman(report: HostReport, forced: BackendName | null = nul
 }
 
 /** The report as the one JSON object `--json` prints (with GIUL_BACKEND's forced backend, or null). */
-export function formatJson(report: HostReport & { readonly forcedBackend?: BackendName | null }): string {
+export function formatJson(
+  report: HostReport & {
+    readonly forcedBackend?: BackendName | null;
+    readonly accounting?: AccountingReport;
+  },
+): string {
   return `${JSON.stringify(report, null, 2)}\n`;
 }
 
@@ -396,9 +408,12 @@ export async function main(args: readonly string[]): Promise<number> {
     return 2;
   }
   let forced: BackendName | null;
+  let accounting: AccountingReport;
   try {
-    // GIUL_BACKEND is checked as a Meter checks it: an unknown name is refused, not ignored.
+    // GIUL_BACKEND and GIUL_ACCOUNTING are checked as a Meter checks them: an unknown name is
+    // refused, not ignored.
     forced = forcedBackend();
+    accounting = accountingReport(accountingMode());
   } catch (error) {
     process.stderr.write(`giul-probe: ${error instanceof Error ? error.message : String(error)}\n`);
     return 2;
@@ -407,16 +422,39 @@ export async function main(args: readonly string[]): Promise<number> {
   if (parsed.kind === "watch") return watch(parsed.gpu, forced);
   if (parsed.kind === "demo") return demoRun(parsed.json);
   const report = await probeHost();
-  if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced }));
+  if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced, accounting }));
   else {
     if (forced !== null) {
       process.stdout.write(
         `GIUL_BACKEND=${forced}: a Meter on this host uses ${forced} wherever it can serve the card, and refuses to open where it cannot (BACKEND_UNAVAILABLE).\n\n`,
       );
     }
-    process.stdout.write(formatHuman(report, forced));
+    process.stdout.write(formatHuman(report, forced, accounting));
   }
   return 0;
+}
+
+/** Where windows' arithmetic runs here (GIUL_ACCOUNTING), and the worker's file where it is asked for. */
+export interface AccountingReport {
+  readonly mode: Accounting;
+  /** The accounting worker's file (GIUL_ACCOUNTING=worker), or null. */
+  readonly workerFile: string | null;
+  /** Whether that file is there: without it, windows are accounted on their own thread. */
+  readonly workerFound: boolean;
+}
+
+function accountingReport(mode: Accounting): AccountingReport {
+  const workerFile = mode === "worker" ? workerPath() : null;
+  return { mode, workerFile, workerFound: workerFile !== null && existsSync(workerFile) };
+}
+
+/** The accounting row of the human report. */
+function accountingText(a: AccountingReport): string {
+  if (a.mode === "thread")
+    return "on each window's own thread (the default; GIUL_ACCOUNTING=worker moves it to a worker thread)";
+  return a.workerFound
+    ? `on an accounting worker (GIUL_ACCOUNTING=worker): ${a.workerFile}`
+    : `GIUL_ACCOUNTING=worker, but the worker's file is not there (${a.workerFile}): windows are accounted on their own thread`;
 }
 
 // Piped into `head` and the like: a reader that went away ends the run quietly.

@@ -143,10 +143,33 @@ export class OffloadCard {
 /** How often windows still waiting on the worker are looked at (ms; see OffloadClient.watch). */
 const WATCH_MS = 15_000;
 
-/** Where the worker's file is: next to the library's bundle (dist/), or dist/ of the checkout. */
+/** Where the worker's file is looked for: GIUL_OFFLOAD_WORKER, or next to giul's bundle (dist/). */
+export function workerPath(env: NodeJS.ProcessEnv = process.env): string {
+  return env.GIUL_OFFLOAD_WORKER || join(packageRoot(), "dist", "offload-worker.js");
+}
+
+/** The worker's file, or null where it is not there. */
 function workerFile(): string | null {
-  const path = process.env.GIUL_OFFLOAD_WORKER || join(packageRoot(), "dist", "offload-worker.js");
+  const path = workerPath();
   return existsSync(path) ? path : null;
+}
+
+/** Where windows' arithmetic is to run. */
+export type Accounting = "thread" | "worker";
+
+/**
+ * GIUL_ACCOUNTING's choice: "worker", or "thread" (also empty or unset, the default). Throws a
+ * GiulError naming GIUL_ACCOUNTING for any other value.
+ */
+export function accountingMode(env: NodeJS.ProcessEnv = process.env): Accounting {
+  const mode = env.GIUL_ACCOUNTING;
+  if (mode === undefined || mode === "" || mode === "thread") return "thread";
+  if (mode === "worker") return "worker";
+  throw new GiulError(
+    "INVALID_OPTION",
+    `GIUL_ACCOUNTING=${mode}: expected "worker" (the ledger's arithmetic on a worker thread) or "thread" (the default)`,
+    { field: "GIUL_ACCOUNTING" },
+  );
 }
 
 export class OffloadClient {
@@ -329,14 +352,12 @@ let misconfigured: GiulError | null = null;
 export function offloadClient(): OffloadClient | null {
   if (misconfigured !== null) throw misconfigured;
   if (client !== undefined) return client?.dead === null ? client : null;
-  const mode = process.env.GIUL_ACCOUNTING;
-  if (mode !== undefined && mode !== "" && mode !== "thread" && mode !== "worker") {
-    misconfigured = new GiulError(
-      "INVALID_OPTION",
-      `GIUL_ACCOUNTING=${mode}: expected "worker" (the ledger's arithmetic on a worker thread) or "thread" (the default)`,
-      { field: "GIUL_ACCOUNTING" },
-    );
-    throw misconfigured;
+  let mode: Accounting;
+  try {
+    mode = accountingMode();
+  } catch (error) {
+    misconfigured = error as GiulError;
+    throw error;
   }
   client = null;
   if (mode !== "worker") return null;
