@@ -245,6 +245,16 @@ describe.runIf(ready)("giul-probe arguments", () => {
     expect(ran.stderr).toContain("GIUL_ACCOUNTING=wroker");
   });
 
+  it("GIUL_DISABLE_ADDON other than 1 or 0 exits 2, naming it (giul would load the addon)", () => {
+    const ran = probe([], { GIUL_DISABLE_ADDON: "true" });
+    expect(ran.status).toBe(2);
+    expect(ran.stdout).toBe("");
+    expect(ran.stderr).toContain("GIUL_DISABLE_ADDON=true");
+    expect(probe([], { GIUL_DISABLE_ADDON: "1" }).stdout).toMatch(
+      /^addon\s+not loaded: .*GIUL_DISABLE_ADDON=1/m,
+    );
+  });
+
   it("an unknown argument exits 2 with the usage on stderr", () => {
     const ran = probe(["--frobnicate"], {});
     expect(ran.status).toBe(2);

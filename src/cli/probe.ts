@@ -6,6 +6,7 @@
 import { existsSync } from "node:fs";
 import { whileAlive } from "../alive.js";
 import type { Track } from "../backends/track.js";
+import { GiulError } from "../errors.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
 import { Meter } from "../meter.js";
@@ -414,6 +415,7 @@ export async function main(args: readonly string[]): Promise<number> {
     // refused, not ignored.
     forced = forcedBackend();
     accounting = accountingReport(accountingMode());
+    checkDisableAddon(process.env.GIUL_DISABLE_ADDON);
   } catch (error) {
     process.stderr.write(`giul-probe: ${error instanceof Error ? error.message : String(error)}\n`);
     return 2;
@@ -432,6 +434,20 @@ export async function main(args: readonly string[]): Promise<number> {
     process.stdout.write(formatHuman(report, forced, accounting));
   }
   return 0;
+}
+
+/**
+ * GIUL_DISABLE_ADDON is 1 (the addon not loaded) or not set; 0 and empty load it. The loader never
+ * throws, and takes any other value (`true`, say) as not 1: this says so instead of reporting a
+ * host the user did not mean.
+ */
+function checkDisableAddon(value: string | undefined): void {
+  if (value === undefined || value === "" || value === "0" || value === "1") return;
+  throw new GiulError(
+    "INVALID_OPTION",
+    `GIUL_DISABLE_ADDON=${value}: expected 1 (do not load the addon) or 0; giul loads the addon unless it is 1`,
+    { field: "GIUL_DISABLE_ADDON" },
+  );
 }
 
 /** Where windows' arithmetic runs here (GIUL_ACCOUNTING), and the worker's file where it is asked for. */
