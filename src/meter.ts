@@ -15,6 +15,7 @@ import { type Attribution, type ChargeContext, charge, type Energy } from "./ene
 import { GiulError } from "./errors.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
 import { type BackendName, type ContendingProcess, fail, type ProcessRead } from "./measurement.js";
+import { abandoned, Leftovers } from "./meter-abandoned.js";
 import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./meter-measure.js";
 import { namedOutcome, nsAt, offloadedEdgeTimes } from "./meter-offload.js";
 import {
@@ -30,6 +31,7 @@ import {
   resolveMeterOptions,
   TOKEN_OPTIONS,
 } from "./meter-options.js";
+import { runSyncHook } from "./meter-sync.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
 import { type OffloadCard, type OffloadedWindow, offloadClient } from "./offload/client.js";
 import { openTrackLater, openTrackNow } from "./open-track.js";
@@ -55,41 +57,7 @@ const asyncDispose: typeof Symbol.asyncDispose =
   Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
 
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
-
-/**
- * A window opened and never closed (a caller's bug) must not keep its card's sampler, its
- * contention watch or its weight in the card's ledger for the life of the process: when the Meter
- * is collected, what it held is released. The cleanup holds what it releases, never the Meter.
- */
-const abandoned = new FinalizationRegistry<Leftovers>((held) => held.release());
-
-/**
- * What an abandoned window releases: its card's track, its contention watch, and its weight on the
- * card (closed in the ledger, or through the accounting worker). One object per window, not a
- * closure and the scope it keeps.
- */
-class Leftovers {
-  constructor(
-    private readonly track: Track,
-    private readonly watch: ProcessWatcher | null,
-    private readonly ledger: CardLedger | null,
-    private readonly entries: LedgerWindow | null,
-    private readonly card: OffloadCard | null,
-    private readonly remote: OffloadedWindow | null,
-  ) {}
-
-  release(): void {
-    if (this.remote !== null) {
-      if (this.remote.weight > 0) void (this.card as OffloadCard).close(this.remote);
-    } else if (this.entries !== null && this.entries.weight > 0) {
-      (this.ledger as CardLedger).closeWindow(this.entries);
-    }
-    this.track.release();
-    this.watch?.unwatch();
-  }
-}
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
-const TIMED_OUT: unique symbol = Symbol("timed out");
 
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
@@ -371,24 +339,7 @@ export class Meter {
 
   private async finish(): Promise<void> {
     const sync = this.sync;
-    if (sync) {
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<typeof TIMED_OUT>((done) => {
-        timer = setTimeout(() => done(TIMED_OUT), this.syncTimeoutMs);
-      });
-      try {
-        const outcome = await Promise.race([Promise.resolve().then(sync), timedOut]);
-        if (outcome === TIMED_OUT) {
-          this.syncFailure =
-            `the sync hook did not finish within syncTimeoutMs (${this.syncTimeoutMs} ms): the closing ` +
-            "edge was taken without it, so the card's work may not be finished";
-        }
-      } catch (error) {
-        this.syncFailure = `the sync hook failed, so the card's work may not be finished: ${String(error)}`;
-      } finally {
-        clearTimeout(timer);
-      }
-    }
+    if (sync) this.syncFailure = await runSyncHook(sync, this.syncTimeoutMs);
     abandoned.unregister(this);
     if (this.remote !== null) return this.finishRemote(this.remote);
     const track = this.track as Track;
