@@ -170,6 +170,16 @@ export function loaderEnvFromProcess(env: NodeJS.ProcessEnv = process.env): Load
   return { addonPath: env.GIUL_ADDON_PATH, disabled: env.GIUL_DISABLE_ADDON === "1" };
 }
 
+/**
+ * What is wrong with GIUL_DISABLE_ADDON, or null. Only 1 disables the addon; 0, empty and unset
+ * load it. The loader never throws, so it takes any other value (`true`, say) as not 1: giul-probe
+ * refuses it instead of reporting a host the user did not mean.
+ */
+export function disableAddonProblem(value: string | undefined): string | null {
+  if (value === undefined || value === "" || value === "0" || value === "1") return null;
+  return `GIUL_DISABLE_ADDON=${value}: expected 1 (do not load the addon) or 0; giul loads the addon unless it is 1`;
+}
+
 let cached: BindingLoad | undefined;
 
 /** The addon, loaded once per process (from GIUL_ADDON_PATH, build/ or prebuilds/). Never throws. */

@@ -6,6 +6,7 @@
 import { existsSync } from "node:fs";
 import { whileAlive } from "../alive.js";
 import type { Track } from "../backends/track.js";
+import { disableAddonProblem } from "../binding.js";
 import { GiulError } from "../errors.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
@@ -436,18 +437,10 @@ export async function main(args: readonly string[]): Promise<number> {
   return 0;
 }
 
-/**
- * GIUL_DISABLE_ADDON is 1 (the addon not loaded) or not set; 0 and empty load it. The loader never
- * throws, and takes any other value (`true`, say) as not 1: this says so instead of reporting a
- * host the user did not mean.
- */
+/** Refuses a GIUL_DISABLE_ADDON that the loader would silently take as not 1 (../binding.ts). */
 function checkDisableAddon(value: string | undefined): void {
-  if (value === undefined || value === "" || value === "0" || value === "1") return;
-  throw new GiulError(
-    "INVALID_OPTION",
-    `GIUL_DISABLE_ADDON=${value}: expected 1 (do not load the addon) or 0; giul loads the addon unless it is 1`,
-    { field: "GIUL_DISABLE_ADDON" },
-  );
+  const problem = disableAddonProblem(value);
+  if (problem !== null) throw new GiulError("INVALID_OPTION", problem, { field: "GIUL_DISABLE_ADDON" });
 }
 
 /** Where windows' arithmetic runs here (GIUL_ACCOUNTING), and the worker's file where it is asked for. */
