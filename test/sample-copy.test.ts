@@ -11,7 +11,10 @@ import { SampleCopy } from "../src/backends/sample-copy.js";
 
 /** One copy: `skip` samples never copied before it, then its stamp step (null: unreadable). */
 const step = fc.record({
-  skip: fc.oneof({ weight: 30, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 300 }) }),
+  skip: fc.oneof(
+    { weight: 30, arbitrary: fc.constant(0) },
+    { weight: 1, arbitrary: fc.integer({ min: 1, max: 300 }) },
+  ),
   dt: fc.oneof(
     { weight: 40, arbitrary: fc.integer({ min: 4_000_000, max: 6_000_000 }) },
     // A stall now and then: the one gap a span must find.
@@ -38,7 +41,11 @@ describe("SampleCopy.maxGap", () => {
     fc.assert(
       fc.property(
         // Rings of fewer slots than a block, of a few blocks, and of a few blocks and a part.
-        fc.oneof(fc.integer({ min: 1, max: 70 }), fc.constantFrom(128, 256), fc.integer({ min: 129, max: 300 })),
+        fc.oneof(
+          fc.integer({ min: 1, max: 70 }),
+          fc.constantFrom(128, 256),
+          fc.integer({ min: 129, max: 300 }),
+        ),
         fc.array(step, { minLength: 1, maxLength: 1500, size: "max" }),
         // Each span: where it starts from the oldest sample held (some before it), and its length.
         fc.array(fc.tuple(fc.integer({ min: -20, max: 320 }), fc.nat({ max: 600 })), {
