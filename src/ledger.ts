@@ -48,6 +48,8 @@ import { SettleFrontier } from "./ledger-settle.js";
 export { LedgerEvent, LedgerWindow, type ShareResult } from "./ledger-event.js";
 
 const MAX_PENDING_BEFORE_COMPACT = 4096;
+/** What settleThrough() returns when there is nothing to wait for. */
+const SETTLED: Promise<void> = Promise.resolve();
 /** How often an idle environment with windows open reads the process-wide log (ms). */
 const CATCH_UP_MS = 100;
 
@@ -179,15 +181,15 @@ export class CardLedger {
    * Resolves once every event up to `event` has been accounted (or could not be: then the
    * intervals are counted broken). Never rejects.
    */
-  async settleThrough(event: LedgerEvent): Promise<void> {
-    if (event.resolved) return;
+  settleThrough(event: LedgerEvent): Promise<void> {
+    if (event.resolved) return SETTLED;
     // Hand the track only the edges no earlier call has handed it (events are appended with
     // consecutive seq numbers), so that a burst of closes costs O(1) each, not a walk of every
     // pending event; then wait for those earlier calls' edges too.
     const first = this.pending[this.head];
     if (first === undefined) {
       this.account(event);
-      return;
+      return SETTLED;
     }
     if (event.seq > this.requestedSeq) {
       const from = this.head + Math.max(0, this.requestedSeq + 1 - first.seq);
@@ -200,8 +202,12 @@ export class CardLedger {
       this.frontier.add(event.seq, this.track.settle(edges));
     }
     const reached = this.frontier.reached(event.seq);
-    if (reached !== null) await reached;
-    this.account(event);
+    if (reached === null) {
+      this.account(event);
+      return SETTLED;
+    }
+    // A callback, not an async function: a crowd of closes each kept a suspended frame alive.
+    return reached.then(() => this.account(event));
   }
 
   /**

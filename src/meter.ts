@@ -11,7 +11,7 @@ import {
   windowCloseChannel,
   windowOpenChannel,
 } from "./diagnostics.js";
-import { type Attribution, type ChargeContext, charge, type Energy } from "./energy.js";
+import { type Attribution, type ChargeContext, type Concurrency, charge, type Energy } from "./energy.js";
 import { GiulError } from "./errors.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
 import { type BackendName, type ContendingProcess, fail, type ProcessRead } from "./measurement.js";
@@ -100,6 +100,8 @@ export class Meter {
   /** Where the accounting worker accounts this window (./offload/): its card and its events. */
   private offload: OffloadCard | null = null;
   private remote: OffloadedWindow | null = null;
+  /** What this window releases if it is collected unclosed (./meter-abandoned.ts). */
+  private leftovers: Leftovers | null = null;
   private readonly marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
@@ -253,7 +255,8 @@ export class Meter {
       }
     }
     const heldWatch = this.watchContention ? this.watcher : null;
-    abandoned.register(this, new Leftovers(track, heldWatch, ledger, entries, card, remote), this);
+    this.leftovers = new Leftovers(track, heldWatch, ledger, entries, card, remote);
+    abandoned.add(this, this.leftovers);
     this.state = "open";
     if (windowOpenChannel.hasSubscribers)
       announceOpen(this, this.selection?.backend ?? "none", this.openNs());
@@ -327,7 +330,7 @@ export class Meter {
     this.state = "closing";
     if (this.remote !== null && this.sync === null) {
       // No hook to await first: straight to the worker's outcome (one async frame, not two).
-      abandoned.unregister(this);
+      abandoned.remove(this.leftovers as Leftovers);
       this.closing = this.finishRemote(this.remote);
     } else this.closing = this.finish();
     return this.closing;
@@ -337,12 +340,30 @@ export class Meter {
     return this.marks.length === 0 ? 0 : (this.marks[this.marks.length - 1] as StageMark).index;
   }
 
-  private async finish(): Promise<void> {
+  private finish(): Promise<void> {
     const sync = this.sync;
-    if (sync) this.syncFailure = await runSyncHook(sync, this.syncTimeoutMs);
-    abandoned.unregister(this);
+    if (sync) return this.finishAfterSync(sync);
+    try {
+      return this.finishNow();
+    } catch (error) {
+      // As an async function would: a failure of giul's own rejects, it never throws from close().
+      return Promise.reject(error);
+    }
+  }
+
+  private async finishAfterSync(sync: () => unknown): Promise<void> {
+    this.syncFailure = await runSyncHook(sync, this.syncTimeoutMs);
+    return this.finishNow();
+  }
+
+  /**
+   * close() from its closing edge on: the edge taken now, the outcome once the edges have settled.
+   * Not an async function: a crowd of closing windows each kept a suspended frame of it alive
+   * (about 1.2 kB a window, bench/RESULTS.md), where a callback keeps a few words.
+   */
+  private finishNow(): Promise<void> {
+    abandoned.remove(this.leftovers as Leftovers);
     if (this.remote !== null) return this.finishRemote(this.remote);
-    const track = this.track as Track;
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const openEvent = entries.events[0] as LedgerEvent;
@@ -353,13 +374,34 @@ export class Meter {
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
       : null;
+    let settled: Promise<void>;
     try {
-      await ledger.settleThrough(closeEvent);
-      if (contention) await contention;
+      settled = ledger.settleThrough(closeEvent);
+    } catch (error) {
+      settled = Promise.reject(error);
+    }
+    // Neither settleThrough() nor the contention check rejects; a failure here is giul's own.
+    const waited = contention === null ? settled : settled.then(() => contention);
+    return waited.then(
+      () => this.measured(closeEvent, concurrency, null),
+      (error: unknown) => this.measured(closeEvent, concurrency, { error }),
+    );
+  }
+
+  /** The window's outcome once its edges have settled (`thrown`: settling them failed). */
+  private measured(
+    closeEvent: LedgerEvent,
+    concurrency: Concurrency,
+    thrown: { error: unknown } | null,
+  ): void {
+    const track = this.track as Track;
+    const entries = this.entries as LedgerWindow;
+    try {
+      if (thrown !== null) throw thrown.error;
       this.outcome = measureWindow(
         {
           track,
-          ledger,
+          ledger: this.ledger as CardLedger,
           entries,
           idleW: this.node.idleW,
           attribution: this.attribution,
@@ -370,8 +412,9 @@ export class Meter {
       );
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
+      const openEdge = (entries.events[0] as LedgerEvent).edge;
       this.outcome = {
-        total: { measurement: fail(reason), seconds: seconds(openEvent.edge, closeEvent.edge), concurrency },
+        total: { measurement: fail(reason), seconds: seconds(openEdge, closeEvent.edge), concurrency },
         stages: [],
       };
     } finally {
