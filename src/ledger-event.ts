@@ -100,11 +100,26 @@ export type ShareResult =
  * One window's entries in its card's ledger: its events in order, each with the window's weight
  * from that event on (LedgerEvent.own).
  */
+const NO_EVENTS: readonly LedgerEvent[] = Object.freeze([]);
+
 export class LedgerWindow {
-  readonly events: LedgerEvent[] = [];
+  /**
+   * Its events, oldest first, in an array of exactly their number (see add()): most windows have
+   * four, and an array grown by push() takes room for 17, kept while the window lives.
+   */
+  events: readonly LedgerEvent[] = NO_EVENTS;
   weight: number;
   constructor(weight: number) {
     this.weight = weight;
+  }
+
+  /** Appends its next event. */
+  add(event: LedgerEvent): void {
+    const events = this.events;
+    const next = new Array<LedgerEvent>(events.length + 1);
+    for (let i = 0; i < events.length; i++) next[i] = events[i] as LedgerEvent;
+    next[events.length] = event;
+    this.events = next;
   }
 }
 

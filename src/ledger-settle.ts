@@ -38,16 +38,22 @@ export class SettleFrontier {
     settling.then(finished, finished);
   }
 
-  /** Resolves once every call through `seq` has finished (at once when they have). */
-  reached(seq: number): Promise<void> | null {
-    if (this.settledSeq >= seq) return null;
-    return new Promise<void>((done) => {
-      const waiters = this.waiters;
-      let at = waiters.length;
-      while (at > this.waitHead && (waiters[at - 1] as SettleWaiter).seq > seq) at -= 1;
-      if (at === waiters.length) waiters.push({ seq, done });
-      else waiters.splice(at, 0, { seq, done });
-    });
+  /** Whether every call through `seq` has finished. */
+  reached(seq: number): boolean {
+    return this.settledSeq >= seq;
+  }
+
+  /**
+   * Calls `done` once every call through `seq` has finished (never at once: ask reached() first).
+   * A callback, not a promise: a crowd of closing windows each kept a promise, its resolvers and
+   * their context alive here.
+   */
+  whenReached(seq: number, done: () => void): void {
+    const waiters = this.waiters;
+    let at = waiters.length;
+    while (at > this.waitHead && (waiters[at - 1] as SettleWaiter).seq > seq) at -= 1;
+    if (at === waiters.length) waiters.push({ seq, done });
+    else waiters.splice(at, 0, { seq, done });
   }
 
   /** Moves the frontier over the finished calls, oldest first, and wakes who it passed. */

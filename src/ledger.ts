@@ -48,8 +48,6 @@ import { SettleFrontier } from "./ledger-settle.js";
 export { LedgerEvent, LedgerWindow, type ShareResult } from "./ledger-event.js";
 
 const MAX_PENDING_BEFORE_COMPACT = 4096;
-/** What settleThrough() returns when there is nothing to wait for. */
-const SETTLED: Promise<void> = Promise.resolve();
 /** How often an idle environment with windows open reads the process-wide log (ms). */
 const CATCH_UP_MS = 100;
 
@@ -182,16 +180,27 @@ export class CardLedger {
    * intervals are counted broken). Never rejects.
    */
   settleThrough(event: LedgerEvent): Promise<void> {
-    if (event.resolved) return SETTLED;
+    return new Promise((done, reject) => {
+      this.settleThen(event, (thrown) => (thrown === null ? done() : reject(thrown.error)));
+    });
+  }
+
+  /**
+   * Calls `done` once every event up to `event` has been accounted (or could not be: then the
+   * intervals are counted broken): at once when nothing is left to wait for, else from the
+   * settling of the edges; with what accounting threw, if it did (a fault of giul's own). What the
+   * Meter's close uses: no promise of its own per window.
+   */
+  settleThen(event: LedgerEvent, done: (thrown: { error: unknown } | null) => void): void {
+    if (event.resolved) {
+      done(null);
+      return;
+    }
     // Hand the track only the edges no earlier call has handed it (events are appended with
     // consecutive seq numbers), so that a burst of closes costs O(1) each, not a walk of every
     // pending event; then wait for those earlier calls' edges too.
     const first = this.pending[this.head];
-    if (first === undefined) {
-      this.account(event);
-      return SETTLED;
-    }
-    if (event.seq > this.requestedSeq) {
+    if (first !== undefined && event.seq > this.requestedSeq) {
       const from = this.head + Math.max(0, this.requestedSeq + 1 - first.seq);
       const to = this.head + (event.seq - first.seq);
       // Sized at once (grown by push, an array of one or two edges would take room for 17).
@@ -201,13 +210,19 @@ export class CardLedger {
       // settle() never rejects; whatever it could not settle is measured as broken below.
       this.frontier.add(event.seq, this.track.settle(edges));
     }
-    const reached = this.frontier.reached(event.seq);
-    if (reached === null) {
+    if (first === undefined || this.frontier.reached(event.seq)) this.accountThen(event, done);
+    else this.frontier.whenReached(event.seq, () => this.accountThen(event, done));
+  }
+
+  /** Accounts through `event`, then tells `done` (with what accounting threw, if it did). */
+  private accountThen(event: LedgerEvent, done: (thrown: { error: unknown } | null) => void): void {
+    let thrown: { error: unknown } | null = null;
+    try {
       this.account(event);
-      return SETTLED;
+    } catch (error) {
+      thrown = { error };
     }
-    // A callback, not an async function: a crowd of closes each kept a suspended frame alive.
-    return reached.then(() => this.account(event));
+    done(thrown);
   }
 
   /**
@@ -310,7 +325,7 @@ export class CardLedger {
       }
     }
     event.own = ownAfter;
-    w.events.push(event);
+    w.add(event);
     return event;
   }
 

@@ -330,10 +330,17 @@ export class Meter {
     this.state = "closing";
     if (this.remote !== null && this.sync === null) {
       // No hook to await first: straight to the worker's outcome (one async frame, not two).
-      abandoned.remove(this.leftovers as Leftovers);
+      this.forgetLeftovers();
       this.closing = this.finishRemote(this.remote);
     } else this.closing = this.finish();
     return this.closing;
+  }
+
+  /** The window is closing: nothing is left for a collection to release (./meter-abandoned.ts). */
+  private forgetLeftovers(): void {
+    if (this.leftovers === null) return;
+    abandoned.remove(this.leftovers);
+    this.leftovers = null;
   }
 
   private stageStart(): number {
@@ -362,7 +369,7 @@ export class Meter {
    * (about 1.2 kB a window, bench/RESULTS.md), where a callback keeps a few words.
    */
   private finishNow(): Promise<void> {
-    abandoned.remove(this.leftovers as Leftovers);
+    this.forgetLeftovers();
     if (this.remote !== null) return this.finishRemote(this.remote);
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
@@ -374,18 +381,31 @@ export class Meter {
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
       : null;
-    let settled: Promise<void>;
-    try {
-      settled = ledger.settleThrough(closeEvent);
-    } catch (error) {
-      settled = Promise.reject(error);
-    }
-    // Neither settleThrough() nor the contention check rejects; a failure here is giul's own.
-    const waited = contention === null ? settled : settled.then(() => contention);
-    return waited.then(
-      () => this.measured(closeEvent, concurrency, null),
-      (error: unknown) => this.measured(closeEvent, concurrency, { error }),
-    );
+    // One promise per closing window, resolved from the ledger's callback: a crowd of closing
+    // windows each kept a chain of promises and their closures alive (bench/RESULTS.md).
+    return new Promise<void>((resolve, reject) => {
+      const settled = (thrown: { error: unknown } | null, checked = contention === null): void => {
+        if (!checked && thrown === null) {
+          // The contention check never rejects; a failure here is giul's own.
+          (contention as Promise<void>).then(
+            () => settled(null, true),
+            (error: unknown) => settled({ error }, true),
+          );
+          return;
+        }
+        try {
+          this.measured(closeEvent, concurrency, thrown);
+          resolve();
+        } catch (error) {
+          reject(error);
+        }
+      };
+      try {
+        ledger.settleThen(closeEvent, settled);
+      } catch (error) {
+        settled({ error });
+      }
+    });
   }
 
   /** The window's outcome once its edges have settled (`thrown`: settling them failed). */

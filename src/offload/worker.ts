@@ -154,7 +154,7 @@ export function runAccounting(env: WorkerEnv): void {
       const weight = e.own as number;
       const entries = new LedgerWindow(weight);
       event.own = weight;
-      entries.events.push(event);
+      entries.add(event);
       card.windows.set(owner, {
         entries,
         open: event,
@@ -177,27 +177,28 @@ export function runAccounting(env: WorkerEnv): void {
         send([owner, failedOutcome("the window's opening event was lost from the card's log")]);
       return;
     }
-    const events = w.entries.events;
     if (kind === KIND_MARK) {
       const start =
-        w.marks.length === 0 ? w.open : (events[(w.marks.at(-1) as StageMark).index] as LedgerEvent);
+        w.marks.length === 0
+          ? w.open
+          : (w.entries.events[(w.marks.at(-1) as StageMark).index] as LedgerEvent);
       event.own = w.entries.weight;
-      events.push(event);
+      w.entries.add(event);
       // Exact now: the mark is the newest event read.
       w.marks.push({
         name: "",
-        index: events.length - 1,
+        index: w.entries.events.length - 1,
         tokens: null,
         maxConcurrency: card.ledger.maxCountSince(start) | 0,
       });
     } else if (kind === KIND_WEIGHT) {
       w.entries.weight = e.own as number;
       event.own = w.entries.weight;
-      events.push(event);
+      w.entries.add(event);
     } else if (kind === KIND_CLOSE) {
       w.entries.weight = 0;
       event.own = 0;
-      events.push(event);
+      w.entries.add(event);
       card.windows.delete(owner);
       card.closing += 1;
       void measure(card, owner, w, event, card.ledger.concurrency(w.open, event));
