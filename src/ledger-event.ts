@@ -4,11 +4,11 @@
  */
 import type { Edge } from "./backends/track.js";
 import type { Failure } from "./measurement.js";
-import { type Unboxed, unboxedAccessors } from "./unboxed.js";
+import { SlabPool, type Unboxed, unboxedAccessors } from "./unboxed.js";
 
 /**
  * One instant at which the windows on a card, or their weights, changed (or a stage ended). Its
- * numbers are kept unboxed in `n` (../unboxed.ts), in the order of its accessors' names below.
+ * numbers are kept unboxed in a slab (../unboxed.ts), in the order of its accessors' names below.
  */
 export class LedgerEvent implements Unboxed {
   readonly edge: Edge;
@@ -52,7 +52,8 @@ export class LedgerEvent implements Unboxed {
   broken = 0;
   /** Why the latest of them could not be measured. */
   brokenReason: string | null = null;
-  readonly n: number[];
+  readonly slab: Float64Array;
+  readonly at: number;
 
   constructor(
     edge: Edge,
@@ -67,11 +68,15 @@ export class LedgerEvent implements Unboxed {
     // A count of windows (an int32 stays a small integer, not a heap number; the log's counts
     // arrive as doubles).
     this.countAfter = countAfter | 0;
-    // A literal of doubles (0.5: see ../unboxed.ts) in the accessors' order (below), the
-    // accumulators (v onwards) then zeroed.
-    const n = [weightBefore, weightAfter, countNs, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5];
-    for (let i = 3; i < n.length; i++) n[i] = 0;
-    this.n = n;
+    // Its numbers in a slab (./unboxed.ts), in the accessors' order (below); a fresh slab's slots
+    // are zero, as the accumulators (v onwards) start.
+    const at = EVENT_SLOTS.take();
+    const slab = EVENT_SLOTS.slab;
+    slab[at] = weightBefore;
+    slab[at + 1] = weightAfter;
+    slab[at + 2] = countNs;
+    this.slab = slab;
+    this.at = at;
   }
 
   /** The change of 1 / (total weight) at this event: every other window's coefficient moves by w × it. */
@@ -79,11 +84,33 @@ export class LedgerEvent implements Unboxed {
     return inverse(this.weightAfter) - inverse(this.weightBefore);
   }
 }
-unboxedAccessors(
-  LedgerEvent.prototype,
-  ["weightBefore", "weightAfter", "countNs", "v", "u", "e2", "lagUp", "lagDown", "err", "lag", "card", "own"],
-  ["v", "u", "e2", "lagUp", "lagDown", "err", "lag", "card", "own"],
-);
+const EVENT_NAMES = [
+  "weightBefore",
+  "weightAfter",
+  "countNs",
+  "v",
+  "u",
+  "e2",
+  "lagUp",
+  "lagDown",
+  "err",
+  "lag",
+  "card",
+  "own",
+];
+unboxedAccessors(LedgerEvent.prototype, EVENT_NAMES, [
+  "v",
+  "u",
+  "e2",
+  "lagUp",
+  "lagDown",
+  "err",
+  "lag",
+  "card",
+  "own",
+]);
+/** The slabs of every LedgerEvent's numbers (./unboxed.ts). */
+const EVENT_SLOTS = new SlabPool(EVENT_NAMES.length);
 
 /** What a window was charged between two of its own events. */
 export type ShareResult =

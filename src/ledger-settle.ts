@@ -26,16 +26,32 @@ export class SettleFrontier {
   /** The closes waiting for the frontier to reach theirs, by seq from `waitHead`. */
   private waiters: SettleWaiter[] = [];
   private waitHead = 0;
+  /** A microtask is queued to move the frontier. */
+  private advancing = false;
+  private readonly advanceSoon = (): void => {
+    this.advancing = false;
+    this.advance();
+  };
 
   /** A settle call covering the events through `seq` began: `settling` ends when it has finished. */
   add(seq: number, settling: Promise<unknown>): void {
+    const finished = this.begin(seq);
+    settling.then(finished, finished);
+  }
+
+  /**
+   * A settle call covering the events through `seq` begins: call what this returns once it has
+   * finished (from anywhere: the frontier moves in a microtask after, never within the call).
+   */
+  begin(seq: number): () => void {
     const call: SettleCall = { through: seq, done: false };
     this.calls.push(call);
-    const finished = (): void => {
+    return () => {
       call.done = true;
-      this.advance();
+      if (this.advancing) return;
+      this.advancing = true;
+      queueMicrotask(this.advanceSoon);
     };
-    settling.then(finished, finished);
   }
 
   /** Whether every call through `seq` has finished. */

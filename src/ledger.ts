@@ -207,8 +207,11 @@ export class CardLedger {
       const edges: Edge[] = new Array(to - from + 1);
       for (let i = from; i <= to; i++) edges[i - from] = (this.pending[i] as LedgerEvent).edge;
       this.requestedSeq = event.seq;
-      // settle() never rejects; whatever it could not settle is measured as broken below.
-      this.frontier.add(event.seq, this.track.settle(edges));
+      // settle() never rejects; whatever it could not settle is measured as broken below. A track
+      // with a callback form spares this close a promise and its reactions.
+      const track = this.track;
+      if (track.settleThen) track.settleThen(edges, this.frontier.begin(event.seq));
+      else this.frontier.add(event.seq, track.settle(edges));
     }
     if (first === undefined || this.frontier.reached(event.seq)) this.accountThen(event, done);
     else this.frontier.whenReached(event.seq, () => this.accountThen(event, done));

@@ -74,9 +74,11 @@ const HOST = `${process.platform}-${process.arch}`;
 // with the 5 ms period, edge ages and the idle backoff (about 548,600), and the idle digest, the
 // shared span without its bound and the unboxed numbers of events and edges (549,912); then with
 // the accounting worker (src/offload/: its entry, the client in both builds, the log's tags in
-// the addon: 564,860 packed, 1,636,978 unpacked): 575,000 / 1,680,000 leave a few kB for the next
-// feature and another toolchain's prebuilds, not for a regression.
-const BUDGET = { packed: 575_000, unpacked: 1_680_000 };
+// the addon: 564,860 packed, 1,636,978 unpacked); then with what a crowd of windows keeps alive
+// trimmed (slabs of numbers, the abandoned-window watch, the settle callbacks: 575,263 packed,
+// 1,670,105 unpacked): 585,000 / 1,690,000 leave a few kB for the next feature and another
+// toolchain's prebuilds, not for a regression.
+const BUDGET = { packed: 585_000, unpacked: 1_690_000 };
 
 let tarball: string;
 let work: string;

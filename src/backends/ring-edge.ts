@@ -1,4 +1,4 @@
-import { type Unboxed, unboxedAccessors } from "../unboxed.js";
+import { SlabPool, type Unboxed, unboxedAccessors } from "../unboxed.js";
 import type { CounterFusion } from "./fusion.js";
 import { FLAG, type Sample, type SampleRing } from "./ring.js";
 import type { Edge } from "./track.js";
@@ -17,8 +17,8 @@ export const RESOLVED = 1;
 export const FAILED = 2;
 
 /**
- * Its fractional numbers and sample indices are kept unboxed in `n` (../unboxed.ts), in the order
- * of its accessors' names below.
+ * Its fractional numbers and sample indices are kept unboxed in a slab (../unboxed.ts), in the
+ * order of its accessors' names below.
  */
 export class RingEdge implements Edge, Unboxed {
   readonly tNs: bigint;
@@ -45,24 +45,25 @@ export class RingEdge implements Edge, Unboxed {
   /** Cumulative faults at the samples before and after the edge. */
   faultsA = 0;
   faultsB = 0;
-  readonly n: number[];
+  readonly slab: Float64Array;
+  readonly at: number;
 
   /** `t`, where the caller has it (an instant of the event log): tNs − ring.epochNs as a number. */
   constructor(tNs: bigint, ring: SampleRing, hint = ring.head(), t = Number(tNs - ring.epochNs)) {
     this.tNs = tNs;
     this.ring = ring;
-    // A literal of doubles (0.5: see ../unboxed.ts) in the accessors' order (below), then the
-    // starting values. The sample indices too: they outgrow small integers after weeks of
-    // sampling, and would be boxed then.
-    const n = [t, 0.5, 0.5, 0.5, 0.5, 0.5, hint, 0.5, 0.5];
-    n[1] = 0;
-    n[2] = 0;
-    n[3] = Number.NaN;
-    n[4] = 0;
-    n[5] = 0;
-    n[7] = -1;
-    n[8] = -1;
-    this.n = n;
+    // Its numbers in a slab (../unboxed.ts), in the accessors' order (below): the sample indices
+    // too, which outgrow small integers after weeks of sampling and would be boxed then. A fresh
+    // slab's slots are zero (value, errMj, powerMw, readNs start so).
+    const at = EDGE_SLOTS.take();
+    const slab = EDGE_SLOTS.slab;
+    slab[at] = t;
+    slab[at + 3] = Number.NaN;
+    slab[at + 6] = hint;
+    slab[at + 7] = -1;
+    slab[at + 8] = -1;
+    this.slab = slab;
+    this.at = at;
   }
 
   /** Largest error of the edge's value either way (mJ). */
@@ -75,6 +76,8 @@ unboxedAccessors(
   ["t", "value", "errMj", "counterA", "powerMw", "readNs", "hint", "kA", "kB"],
   ["value", "errMj", "counterA", "powerMw", "readNs", "kA", "kB"],
 );
+/** The slabs of every RingEdge's numbers (../unboxed.ts). */
+const EDGE_SLOTS = new SlabPool(9);
 
 /** What resolving an edge needs from its track. */
 export interface EdgeContext {

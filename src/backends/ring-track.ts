@@ -251,6 +251,10 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   settle(edges: readonly Edge[]): Promise<void> {
+    return new Promise((done) => this.settleThen(edges, done));
+  }
+
+  settleThen(edges: readonly Edge[], done: () => void): void {
     let pending: RingEdge[] | null = null;
     for (const edge of edges) {
       if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
@@ -260,8 +264,8 @@ export class RingTrack implements Track, TrackReadings {
         pending.push(edge);
       }
     }
-    if (pending === null) return Promise.resolve();
-    return this.waits.settle(pending);
+    if (pending === null) queueMicrotask(done);
+    else this.waits.settleThen(pending, done);
   }
 
   span(edgeFrom: Edge, edgeTo: Edge, bound = true): SpanMeasurement {

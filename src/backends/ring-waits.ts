@@ -146,19 +146,27 @@ export class RingWaits<E> {
    * bound; at once gives up on them when the sampler is known stalled.
    */
   settle(edges: readonly E[]): Promise<void> {
+    return new Promise((done) => this.settleThen(edges, done));
+  }
+
+  /**
+   * settle() with a callback: `done` is called when settle()'s promise would resolve (in a
+   * microtask when the sampler is known stalled, else from a later sample or timer), never from
+   * within this call.
+   */
+  settleThen(edges: readonly E[], done: () => void): void {
     const stalled = this.stalled();
     if (stalled !== null) {
       for (const e of edges) this.hooks.fail(e, stalled);
-      return Promise.resolve();
+      queueMicrotask(done);
+      return;
     }
     this.lookAgain();
     const ring = this.hooks.ring();
     const now = this.now();
-    return new Promise((done) => {
-      const deadline = now + this.boundMs(ring);
-      this.settling.push({ edges, since: now, deadline, done });
-      this.schedule(ring, true, deadline);
-    });
+    const deadline = now + this.boundMs(ring);
+    this.settling.push({ edges, since: now, deadline, done });
+    this.schedule(ring, true, deadline);
   }
 
   /**
