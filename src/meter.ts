@@ -102,6 +102,13 @@ export class Meter {
   private remote: OffloadedWindow | null = null;
   /** What this window releases if it is collected unclosed (./meter-abandoned.ts). */
   private leftovers: Leftovers | null = null;
+  /**
+   * Once closed and measured, all that is read of its events later: each one's instant (ns) and
+   * its own weight after it. The events themselves are let go (each holds a slab of numbers shared
+   * with hundreds of others, ./unboxed.ts, which a Meter kept for long would keep alive).
+   */
+  private closedNs: bigint[] | null = null;
+  private closedOwn: number[] | null = null;
   private readonly marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
@@ -163,23 +170,40 @@ export class Meter {
       const closed = this.state === "closing" || this.state === "closed";
       return offloadedEdgeTimes((this.offload as OffloadCard).epochNs, this.remote, this.marks, closed);
     }
-    const entries = this.entries;
-    if (entries === null) return { open: null, marks: [], close: null, weights: [] };
-    const events = entries.events;
+    const count = this.eventCount();
+    if (count === 0) return { open: null, marks: [], close: null, weights: [] };
+    const closed = this.state === "closing" || this.state === "closed";
     const marked = new Set(this.marks.map((m) => m.index));
     const weights: { tNs: bigint; weight: number }[] = [];
-    for (let i = 0; i < events.length; i++) {
-      const last = this.state === "closing" || this.state === "closed" ? events.length - 1 : events.length;
-      if (i >= last || marked.has(i)) continue;
-      weights.push({ tNs: (events[i] as LedgerEvent).edge.tNs, weight: (events[i] as LedgerEvent).own });
+    const last = closed ? count - 1 : count;
+    for (let i = 0; i < last; i++) {
+      if (!marked.has(i)) weights.push({ tNs: this.eventNs(i), weight: this.eventOwn(i) });
     }
-    const closed = this.state === "closing" || this.state === "closed";
     return {
-      open: events[0]?.edge.tNs ?? null,
-      marks: this.marks.map((m) => ({ name: m.name, tNs: (events[m.index] as LedgerEvent).edge.tNs })),
-      close: closed ? ((events[events.length - 1] as LedgerEvent).edge.tNs ?? null) : null,
+      open: this.eventNs(0),
+      marks: this.marks.map((m) => ({ name: m.name, tNs: this.eventNs(m.index) })),
+      close: closed ? this.eventNs(count - 1) : null,
       weights,
     };
+  }
+
+  /** Events of this window on its own ledger so far (0 before it opened). */
+  private eventCount(): number {
+    return this.closedNs?.length ?? this.entries?.events.length ?? 0;
+  }
+
+  /** CLOCK_MONOTONIC ns of the window's event `i` (on its own ledger). */
+  private eventNs(i: number): bigint {
+    const closed = this.closedNs;
+    if (closed !== null) return closed[i] as bigint;
+    return ((this.entries as LedgerWindow).events[i] as LedgerEvent).edge.tNs;
+  }
+
+  /** The window's own weight from its event `i` on (on its own ledger). */
+  private eventOwn(i: number): number {
+    const closed = this.closedOwn;
+    if (closed !== null) return closed[i] as number;
+    return ((this.entries as LedgerWindow).events[i] as LedgerEvent).own;
   }
 
   /** CLOCK_MONOTONIC ns of this offloaded window's event `i`. */
@@ -439,6 +463,17 @@ export class Meter {
       };
     } finally {
       track.release();
+      const events = entries.events;
+      const ns: bigint[] = new Array(events.length);
+      const own: number[] = new Array(events.length);
+      for (let i = 0; i < events.length; i++) {
+        const e = events[i] as LedgerEvent;
+        ns[i] = e.edge.tNs;
+        own[i] = e.own;
+      }
+      this.closedNs = ns;
+      this.closedOwn = own;
+      this.entries = null;
       this.state = "closed";
     }
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
@@ -521,15 +556,14 @@ export class Meter {
    */
   private openNs(): bigint {
     if (this.remote !== null) return this.nsAt(0);
-    return ((this.entries as LedgerWindow).events[0] as LedgerEvent).edge.tNs;
+    return this.eventNs(0);
   }
 
   /** CLOCK_MONOTONIC ns of the window's opening and closing edges (once closed). */
   private windowNs(): [bigint, bigint] {
     const remote = this.remote;
     if (remote !== null) return [this.nsAt(0), this.nsAt(remote.last)];
-    const events = (this.entries as LedgerWindow).events;
-    return [(events[0] as LedgerEvent).edge.tNs, (events[events.length - 1] as LedgerEvent).edge.tNs];
+    return [this.eventNs(0), this.eventNs(this.eventCount() - 1)];
   }
 
   /** The one builder of what the rules need besides the measurement. */
