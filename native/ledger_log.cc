@@ -20,7 +20,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 LedgerLog::LedgerLog(int64_t epoch_ns)
     : epoch_ns_(epoch_ns),
       slot_count_(LedgerLayout::kHeaderSlots + LedgerLayout::kCapacity * LedgerLayout::kEntrySlots),
-      slots_(new double[slot_count_]()),
+      slots_(AllocateZeroedSlots(slot_count_)),
       idle_w_(kNaN) {
   auto* words = reinterpret_cast<unsigned char*>(slots_.get());
   new (words) std::atomic<uint32_t>(0);

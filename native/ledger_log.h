@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include "zeroed_slots.h"
+
 namespace giul {
 
 struct LedgerLayout {
@@ -95,7 +97,7 @@ class LedgerLog {
 
   const int64_t epoch_ns_;
   const size_t slot_count_;
-  const std::unique_ptr<double[]> slots_;
+  const ZeroedSlots slots_;
 
   std::mutex mutex_;
   uint64_t published_ = 0;  // guarded by mutex_

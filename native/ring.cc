@@ -10,7 +10,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 Ring::Ring()
     : slot_count_(RingLayout::kHeaderSlots + RingLayout::kCapacity * RingLayout::kSampleSlots),
-      slots_(new double[slot_count_]()) {
+      slots_(AllocateZeroedSlots(slot_count_)) {
   auto* words = reinterpret_cast<unsigned char*>(slots_.get());
   new (words) std::atomic<uint32_t>(0);
   const uint32_t version = RingLayout::kVersion;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "zeroed_slots.h"
+
 namespace giul {
 
 struct RingLayout {
@@ -78,7 +80,7 @@ class Ring {
   std::atomic<uint32_t>& generation();
 
   size_t slot_count_;
-  std::unique_ptr<double[]> slots_;
+  ZeroedSlots slots_;
 };
 
 }  // namespace giul
