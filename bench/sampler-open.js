@@ -18,7 +18,9 @@ const dir = mkdtempSync(join(tmpdir(), "giul-bench-open-"));
 squareWaveScenario(dir);
 process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
 const require = createRequire(import.meta.url);
-const addon = process.env.GIUL_ADDON_PATH ? require(process.env.GIUL_ADDON_PATH) : require("node-gyp-build")(root);
+const addon = process.env.GIUL_ADDON_PATH
+  ? require(process.env.GIUL_ADDON_PATH)
+  : require("node-gyp-build")(root);
 const init = await addon.nvmlInit();
 if (init.ok === false) throw new Error(`nvmlInit: ${init.reason}`);
 const ms = [];
