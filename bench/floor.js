@@ -21,12 +21,11 @@
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { benchRequest, mainThreadCpuNs, median, pct, sleep, squareWaveScenario } from "./lib.js";
+import { benchRequest, mainThreadCpuNs, median, nativeAddon, pct, sleep, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const childAt = process.argv.indexOf("--child");
@@ -121,12 +120,7 @@ async function variantOf(variant) {
     const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
     return () => Meter.forNode(node, { joulesPer1kHint: 4000 });
   }
-  const require = createRequire(import.meta.url);
-  const addon = process.env.GIUL_ADDON_PATH
-    ? require(process.env.GIUL_ADDON_PATH)
-    : require("node-gyp-build")(root);
-  const init = await addon.nvmlInit();
-  if (init.ok === false) throw new Error(`nvmlInit: ${init.reason}`);
+  const addon = await nativeAddon(root);
   const sampler = addon.openSampler(0, 5);
   if (sampler.ok === false) throw new Error(`openSampler: ${sampler.reason}`);
   return floorMeter(sampler, addon.ledgerLayout);

@@ -1,6 +1,8 @@
 // What the benchmarks share: the test double's square-wave card, the request they meter, their
 // quantiles, and running a TypeScript entry without a loader.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -92,4 +94,36 @@ export async function benchRequest(meter, i, closeMs = null) {
     }
     m.result({ tokens: 100 });
   }
+}
+
+/**
+ * The addon (GIUL_ADDON_PATH, else the build of the checkout at `root`) with NVML initialised, for
+ * the benchmarks that call it directly. Throws where NVML does not load.
+ */
+export async function nativeAddon(root) {
+  const require = createRequire(import.meta.url);
+  const addon = process.env.GIUL_ADDON_PATH
+    ? require(process.env.GIUL_ADDON_PATH)
+    : require("node-gyp-build")(root);
+  const init = await addon.nvmlInit();
+  if (init.ok === false) throw new Error(`nvmlInit: ${init.reason}`);
+  return addon;
+}
+
+/**
+ * A folder of its own for a benchmark (`name`), the square-wave scenario written there, and the
+ * test double of this checkout (`root`) as the NVML library unless GIUL_NVML_LIBRARY names another.
+ * Remove the folder at the end.
+ */
+export function benchScenario(root, name) {
+  const dir = mkdtempSync(join(tmpdir(), `giul-bench-${name}-`));
+  squareWaveScenario(dir);
+  process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+  return dir;
+}
+
+/** The number after `flag` on the command line, or `fallback`. */
+export function numberArg(flag, fallback) {
+  const at = process.argv.indexOf(flag);
+  return at > 0 ? Number(process.argv[at + 1]) : fallback;
 }

@@ -9,19 +9,16 @@
 //   GIUL_BENCH_DIST=/other/checkout/dist measures another build (with GIUL_ADDON_PATH pointing at a
 //   built giul.node when that dist has no build/ beside it).
 // Prints a Markdown section for bench/RESULTS.md.
-import { mkdtempSync, rmSync } from "node:fs";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { rmSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { squareWaveScenario } from "./lib.js";
+import { benchScenario, numberArg } from "./lib.js";
 
 if (typeof globalThis.gc !== "function") throw new Error("run with node --expose-gc");
 const root = fileURLToPath(new URL("..", import.meta.url));
-const at = process.argv.indexOf("--windows");
-const N = at > 0 ? Number(process.argv[at + 1]) : 10_000;
-const dir = mkdtempSync(join(tmpdir(), "giul-bench-retained-"));
-squareWaveScenario(dir);
-process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
+const N = numberArg("--windows", 10_000);
+const dir = benchScenario(root, "retained");
 const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
 const { Meter } = await import(pathToFileURL(join(dist, "index.js")).href);
 

@@ -4,25 +4,15 @@
 // stopped and joined between starts. No NVML call is made there; what it does is allocate the
 // ring and the event log and start the thread.
 // Usage: node bench/sampler-open.js [--starts N]
-import { mkdtempSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
-import { cpus, tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
+import { cpus } from "node:os";
 import { fileURLToPath } from "node:url";
-import { median, squareWaveScenario } from "./lib.js";
+import { benchScenario, median, nativeAddon, numberArg } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const at = process.argv.indexOf("--starts");
-const starts = at > 0 ? Number(process.argv[at + 1]) : 20;
-const dir = mkdtempSync(join(tmpdir(), "giul-bench-open-"));
-squareWaveScenario(dir);
-process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
-const require = createRequire(import.meta.url);
-const addon = process.env.GIUL_ADDON_PATH
-  ? require(process.env.GIUL_ADDON_PATH)
-  : require("node-gyp-build")(root);
-const init = await addon.nvmlInit();
-if (init.ok === false) throw new Error(`nvmlInit: ${init.reason}`);
+const starts = numberArg("--starts", 20);
+const dir = benchScenario(root, "open");
+const addon = await nativeAddon(root);
 const ms = [];
 for (let i = 0; i < starts; i++) {
   const t = process.hrtime.bigint();

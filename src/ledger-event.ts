@@ -98,17 +98,8 @@ const EVENT_NAMES = [
   "card",
   "own",
 ];
-unboxedAccessors(LedgerEvent.prototype, EVENT_NAMES, [
-  "v",
-  "u",
-  "e2",
-  "lagUp",
-  "lagDown",
-  "err",
-  "lag",
-  "card",
-  "own",
-]);
+// Written after construction: the accumulators, from v on.
+unboxedAccessors(LedgerEvent.prototype, EVENT_NAMES, EVENT_NAMES.slice(EVENT_NAMES.indexOf("v")));
 /** The slabs of every LedgerEvent's numbers (./unboxed.ts). */
 const EVENT_SLOTS = new SlabPool(EVENT_NAMES.length);
 
