@@ -143,16 +143,9 @@ export class RingWaits<E> {
 
   /**
    * Waits for the samples that evaluate `edges` (already tried, still pending), at most the wait
-   * bound; at once gives up on them when the sampler is known stalled.
-   */
-  settle(edges: readonly E[]): Promise<void> {
-    return new Promise((done) => this.settleThen(edges, done));
-  }
-
-  /**
-   * settle() with a callback: `done` is called when settle()'s promise would resolve (in a
-   * microtask when the sampler is known stalled, else from a later sample or timer), never from
-   * within this call.
+   * bound; at once gives up on them when the sampler is known stalled. `done` is called when the
+   * wait ends (in a microtask when the sampler is known stalled, else from a later sample or
+   * timer), never from within this call.
    */
   settleThen(edges: readonly E[], done: () => void): void {
     const stalled = this.stalled();
