@@ -104,6 +104,10 @@ export interface ProcessList {
  * Header (slots 0..HEADER_SLOTS-1). Slot 0 holds two uint32 words: word 0 is the seqlock
  * generation (odd while the thread writes, incremented twice per sample), word 1 the layout
  * version. A consistent read: g = Atomics.load(u32, 0); g even; read; Atomics.load(u32, 0) === g.
+ * A write section writes only the next sample and the header, and opens with a read-modify-write of
+ * the generation: while g is odd, a sample a reader already knew complete (below a head it read
+ * consistently) that is not the oldest is read all the same, g unchanged after it
+ * (src/backends/seqlock.ts).
  *
  * Sample k (k = 0, 1, 2, … counted since the sampler started) lives at
  * HEADER_SLOTS + (k % capacity) * SAMPLE_SLOTS.
@@ -188,8 +192,8 @@ export interface SampleFlags {
  *
  * Header (slots 0..headerSlots-1). Slot 0 holds two uint32 words: word 0 is the seqlock generation
  * (odd while an append writes, incremented twice per append), word 1 the layout version — the same
- * protocol as the ring's. A consistent read: g = Atomics.load(u32, 0); g even; read;
- * Atomics.load(u32, 0) === g.
+ * protocol as the ring's, including its reads of entries known complete while an append writes.
+ * A consistent read: g = Atomics.load(u32, 0); g even; read; Atomics.load(u32, 0) === g.
  *
  * Entry k (k = 0, 1, 2, … the sequence number ledgerAppend returned) lives at
  * headerSlots + (k % capacity) * entrySlots while hPublished - capacity <= k < hPublished.

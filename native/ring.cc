@@ -25,7 +25,10 @@ std::atomic<uint32_t>& Ring::generation() {
 
 void Ring::BeginWrite() {
   auto& g = generation();
-  g.store(g.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // A read-modify-write, not a store: it continues the release sequence of the EndWrite before,
+  // so a reader whose acquire load sees the odd generation sees every sample completed before it
+  // (and may read those while this write is under way: src/backends/seqlock.ts stableInSection).
+  g.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
 }
 

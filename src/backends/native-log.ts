@@ -1,5 +1,5 @@
 import type { LedgerLayout, NativeSampler } from "../../binding.js";
-import { recheck } from "./seqlock.js";
+import { recheck, stableInSection } from "./seqlock.js";
 import type { EventLog, EventLogEntry } from "./track.js";
 
 /**
@@ -14,6 +14,8 @@ export class NativeEventLog implements EventLog {
   private readonly f64: Float64Array;
   private readonly u32: Uint32Array;
   readonly capacity: number;
+  /** The count of entries last read consistently: entries before it are complete. */
+  private complete = 0;
 
   constructor(
     private readonly sampler: NativeSampler,
@@ -28,9 +30,13 @@ export class NativeEventLog implements EventLog {
   append(dw: number, dc: number, idleW: number, owner?: number, own?: number, kind?: number): number {
     // The addon takes the tags as numbers or not at all. Called with its arguments named, not
     // spread: a spread call builds an array at each of a window's four appends.
-    return owner === undefined
-      ? this.sampler.ledgerAppend(dw, dc, idleW)
-      : this.sampler.ledgerAppend(dw, dc, idleW, owner, own, kind);
+    const k =
+      owner === undefined
+        ? this.sampler.ledgerAppend(dw, dc, idleW)
+        : this.sampler.ledgerAppend(dw, dc, idleW, owner, own, kind);
+    // Appended on this thread: complete, whatever another thread's append is doing now.
+    if (k >= 0) this.saw(k + 1);
+    return k;
   }
 
   get refId(): number {
@@ -42,7 +48,15 @@ export class NativeEventLog implements EventLog {
   }
 
   published(): number {
-    return this.header(this.L.hPublished);
+    for (let tries = 0; tries < 64; tries++) {
+      const g = Atomics.load(this.u32, 0);
+      if (g & 1) continue;
+      const published = this.f64[this.L.hPublished] ?? 0;
+      if (recheck(this.u32, g)) return this.saw(published);
+    }
+    // An append is inside its write (preempted there, perhaps): the entries known complete. The
+    // header's count may already count the one being written.
+    return this.complete;
   }
 
   idleW(): number {
@@ -52,7 +66,8 @@ export class NativeEventLog implements EventLog {
   /**
    * Entry k into `out`; false when it is not (or no longer) held. Appends from other threads can
    * keep the seqlock busy for a burst (each holds it ~0.1 µs): up to READ_TRIES looks, tens of µs
-   * at worst, so that a busy log is never taken for a lost entry.
+   * at worst, so that a busy log is never taken for a lost entry; and an entry known complete is
+   * read even while an append is inside its write (./seqlock.ts stableInSection).
    */
   read(k: number, out: EventLogEntry): boolean {
     const L = this.L;
@@ -60,9 +75,14 @@ export class NativeEventLog implements EventLog {
     const base = L.headerSlots + (k % this.capacity) * L.entrySlots;
     for (let tries = 0; tries < READ_TRIES; tries++) {
       const g = Atomics.load(this.u32, 0);
-      if (g & 1) continue;
       const published = f[L.hPublished] ?? 0;
-      if (k < 0 || k >= published || k < published - this.capacity) return false;
+      if (g & 1) {
+        // An entry known complete before this append is read all the same (./seqlock.ts).
+        if (!stableInSection(k, this.complete, published, this.capacity)) continue;
+      } else if (k < 0 || k >= published || k < published - this.capacity) {
+        if (recheck(this.u32, g)) this.saw(published);
+        return false;
+      }
       out.t = f[base + L.eT] ?? Number.NaN;
       out.ringHead = f[base + L.eRingHead] ?? 0;
       out.weightBefore = f[base + L.eWeightBefore] ?? Number.NaN;
@@ -73,9 +93,18 @@ export class NativeEventLog implements EventLog {
       out.own = f[base + L.eOwn] ?? Number.NaN;
       out.kind = f[base + L.eKind] ?? Number.NaN;
       out.idleW = f[base + L.eIdleW] ?? Number.NaN;
-      if (recheck(this.u32, g)) return true;
+      if (recheck(this.u32, g)) {
+        if ((g & 1) === 0) this.saw(published);
+        return true;
+      }
     }
     return false;
+  }
+
+  /** A count read consistently: the entries known complete (never going back). */
+  private saw(published: number): number {
+    if (published > this.complete) this.complete = published;
+    return this.complete;
   }
 
   private header(slot: number): number {

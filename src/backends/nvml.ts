@@ -8,7 +8,7 @@ import type { BackendDescriptor } from "./descriptor.js";
 import { NativeEventLog } from "./native-log.js";
 import type { RingSource, Sample, SampleRing } from "./ring.js";
 import { RingTrack } from "./ring-track.js";
-import { recheck } from "./seqlock.js";
+import { recheck, stableInSection } from "./seqlock.js";
 import type { EventLog } from "./track.js";
 
 /**
@@ -45,6 +45,8 @@ export class NativeRing implements SampleRing {
   private readonly f64: Float64Array;
   private readonly u32: Uint32Array;
   private readonly L: RingLayout;
+  /** The head last read consistently: samples before it are complete. */
+  private complete = 0;
 
   constructor(sampler: NativeSampler, layout: RingLayout) {
     this.epochNs = sampler.epochNs;
@@ -59,20 +61,30 @@ export class NativeRing implements SampleRing {
       const g = Atomics.load(this.u32, 0);
       if (g & 1) continue;
       const head = this.f64[this.L.hHead] ?? 0;
-      if (recheck(this.u32, g)) return head;
+      if (recheck(this.u32, g)) return this.saw(head);
     }
-    return this.f64[this.L.hHead] ?? 0;
+    // The sampler is inside a write (preempted there, perhaps): the samples known complete. The
+    // header's head may already count the one being written.
+    return this.complete;
   }
 
+  /**
+   * Sample k into `out`; false when k is not (or no longer) held. While the sampler is inside a
+   * write, a sample known complete before it is read all the same (./seqlock.ts stableInSection).
+   */
   read(k: number, out: Sample): boolean {
     const L = this.L;
     const base = L.headerSlots + (k % this.capacity) * L.sampleSlots;
     const f = this.f64;
     for (let tries = 0; tries < 64; tries++) {
       const g = Atomics.load(this.u32, 0);
-      if (g & 1) continue;
       const head = f[L.hHead] ?? 0;
-      if (k >= head || k < head - this.capacity || k < 0) return false;
+      if (g & 1) {
+        if (!stableInSection(k, this.complete, head, this.capacity)) continue;
+      } else if (k >= head || k < head - this.capacity || k < 0) {
+        if (recheck(this.u32, g)) this.saw(head);
+        return false;
+      }
       out.t = f[base + L.sT] ?? Number.NaN;
       out.energyMj = f[base + L.sEnergyMj] ?? Number.NaN;
       out.powerMw = f[base + L.sPowerMw] ?? Number.NaN;
@@ -83,9 +95,18 @@ export class NativeRing implements SampleRing {
       out.readNs = f[base + L.sReadNs] ?? 0;
       out.powerT = f[base + L.sPowerT] ?? Number.NaN;
       out.powerReadNs = f[base + L.sPowerReadNs] ?? 0;
-      if (recheck(this.u32, g)) return true;
+      if (recheck(this.u32, g)) {
+        if ((g & 1) === 0) this.saw(head);
+        return true;
+      }
     }
     return false;
+  }
+
+  /** A head read consistently: the samples known complete (never going back). */
+  private saw(head: number): number {
+    if (head > this.complete) this.complete = head;
+    return this.complete;
   }
 
   periodNs(): number {

@@ -8,3 +8,25 @@
 export function recheck(u32: Uint32Array, g: number): boolean {
   return Atomics.compareExchange(u32, 0, g, g) === g;
 }
+
+/**
+ * Whether slot k may be read while a writer is inside a write section (the generation odd and
+ * unchanged across the read). A section writes one slot, the next one (k = `complete`, the count
+ * last read consistently, or later), and the header: so slot k is untouched by it when it was
+ * complete before and is not the slot being overwritten, the oldest. Which one that is depends on
+ * whether the section has bumped the header's count yet (`countNow`, read in the section): the
+ * oldest two are left alone.
+ *
+ * A writer preempted inside its section keeps the generation odd for as long as the scheduler
+ * keeps it off the core (milliseconds on a loaded host). Before, a reader gave up after its tries
+ * and took a sample still held for one lost: an edge then failed with "the window outlived the
+ * sampler's history" (test/meter.sequential.test.ts, under load).
+ *
+ * Reading the payload under an odd generation is sound because the writer opens its section with
+ * a read-modify-write (native/ring.cc, native/ledger_log.cc): the acquire load that saw the odd
+ * value synchronizes with the release that closed the previous section, so every slot completed
+ * before is visible.
+ */
+export function stableInSection(k: number, complete: number, countNow: number, capacity: number): boolean {
+  return k >= 0 && k < complete && k > countNow - capacity;
+}
