@@ -5,26 +5,41 @@
  * the calls in order, not a chain of promises, so that a crowd of closes costs O(1) each.
  */
 
+/** Told when a settle call has finished (Track.settleThen's `done`). */
+export interface Finished {
+  finished(): void;
+}
+
 /** One track.settle() call: the newest event it covers, and whether it has finished. */
-interface SettleCall {
-  readonly through: number;
-  done: boolean;
+class SettleCall implements Finished {
+  done = false;
+  constructor(
+    private readonly frontier: { moveSoon(): void },
+    readonly through: number,
+  ) {}
+
+  /** From anywhere: the frontier moves in a microtask after, never within the call. */
+  finished(): void {
+    this.done = true;
+    this.frontier.moveSoon();
+  }
 }
 
-/** A close waiting for every call through `seq` to finish. */
-interface SettleWaiter {
-  readonly seq: number;
-  readonly done: () => void;
-}
-
-export class SettleFrontier {
+/**
+ * The frontier, waited on: `W`, what waits, says which event (its seq) it waits for; `onReached`
+ * is called with each once the frontier has passed it.
+ */
+export class SettleFrontier<W extends { readonly seq: number } = { readonly seq: number }> {
   /** The calls in flight, oldest first from `callHead`. */
   private calls: SettleCall[] = [];
   private callHead = 0;
   /** The newest event through which every call has finished. */
   private settledSeq = -1;
-  /** The closes waiting for the frontier to reach theirs, by seq from `waitHead`. */
-  private waiters: SettleWaiter[] = [];
+  /**
+   * What waits for the frontier to reach its seq, in seq order from `waitHead`. The waiters
+   * themselves, not a closure and a record each: a crowd of closing windows kept those alive.
+   */
+  private waiters: W[] = [];
   private waitHead = 0;
   /** A microtask is queued to move the frontier. */
   private advancing = false;
@@ -33,25 +48,30 @@ export class SettleFrontier {
     this.advance();
   };
 
+  constructor(private readonly onReached: (waiter: W) => void) {}
+
   /** A settle call covering the events through `seq` began: `settling` ends when it has finished. */
   add(seq: number, settling: Promise<unknown>): void {
-    const finished = this.begin(seq);
+    const call = this.begin(seq);
+    const finished = (): void => call.finished();
     settling.then(finished, finished);
   }
 
   /**
-   * A settle call covering the events through `seq` begins: call what this returns once it has
-   * finished (from anywhere: the frontier moves in a microtask after, never within the call).
+   * A settle call covering the events through `seq` begins: tell what this returns once it has
+   * finished (its finished(), from anywhere).
    */
-  begin(seq: number): () => void {
-    const call: SettleCall = { through: seq, done: false };
+  begin(seq: number): Finished {
+    const call = new SettleCall(this, seq);
     this.calls.push(call);
-    return () => {
-      call.done = true;
-      if (this.advancing) return;
-      this.advancing = true;
-      queueMicrotask(this.advanceSoon);
-    };
+    return call;
+  }
+
+  /** A call finished: the frontier moves in a microtask. */
+  moveSoon(): void {
+    if (this.advancing) return;
+    this.advancing = true;
+    queueMicrotask(this.advanceSoon);
   }
 
   /** Whether every call through `seq` has finished. */
@@ -60,16 +80,16 @@ export class SettleFrontier {
   }
 
   /**
-   * Calls `done` once every call through `seq` has finished (never at once: ask reached() first).
-   * A callback, not a promise: a crowd of closing windows each kept a promise, its resolvers and
-   * their context alive here.
+   * Hands `waiter` to onReached once every call through its seq has finished (never at once: ask
+   * reached() first).
    */
-  whenReached(seq: number, done: () => void): void {
+  whenReached(waiter: W): void {
     const waiters = this.waiters;
+    const seq = waiter.seq;
     let at = waiters.length;
-    while (at > this.waitHead && (waiters[at - 1] as SettleWaiter).seq > seq) at -= 1;
-    if (at === waiters.length) waiters.push({ seq, done });
-    else waiters.splice(at, 0, { seq, done });
+    while (at > this.waitHead && (waiters[at - 1] as W).seq > seq) at -= 1;
+    if (at === waiters.length) waiters.push(waiter);
+    else waiters.splice(at, 0, waiter);
   }
 
   /** Moves the frontier over the finished calls, oldest first, and wakes who it passed. */
@@ -84,12 +104,10 @@ export class SettleFrontier {
       this.callHead = 0;
     }
     const waiters = this.waiters;
-    while (
-      this.waitHead < waiters.length &&
-      (waiters[this.waitHead] as SettleWaiter).seq <= this.settledSeq
-    ) {
-      (waiters[this.waitHead] as SettleWaiter).done();
+    while (this.waitHead < waiters.length && (waiters[this.waitHead] as W).seq <= this.settledSeq) {
+      const waiter = waiters[this.waitHead] as W;
       this.waitHead += 1;
+      this.onReached(waiter);
     }
     if (this.waitHead === waiters.length) {
       waiters.length = 0;

@@ -61,6 +61,18 @@ export function idleConflict(idleW: number, other: number): GiulError {
   );
 }
 
+/**
+ * What waits for a close to be accounted (CardLedger.settleThen): the event, its seq, and what to
+ * call once every event up to it is accounted.
+ */
+export interface Accounted {
+  readonly event: LedgerEvent;
+  /** The event's seq. */
+  readonly seq: number;
+  /** With what accounting threw, if it did (a fault of giul's own). */
+  accounted(thrown: { error: unknown } | null): void;
+}
+
 /** The ledger of one card (one track) in this environment. */
 export class CardLedger {
   readonly track: Track;
@@ -84,7 +96,7 @@ export class CardLedger {
   /** The newest event whose edge has been handed to track.settle(). */
   private requestedSeq = -1;
   /** How far the track has settled the events' edges (./ledger-settle.ts). */
-  private readonly frontier = new SettleFrontier();
+  private readonly frontier = new SettleFrontier<Accounted>((waiter) => this.accountThen(waiter));
   /** The process-wide log read, the next entry to read from it, this environment's open windows. */
   private log: SharedLog["log"] | null = null;
   private cursor = 0;
@@ -181,19 +193,24 @@ export class CardLedger {
    */
   settleThrough(event: LedgerEvent): Promise<void> {
     return new Promise((done, reject) => {
-      this.settleThen(event, (thrown) => (thrown === null ? done() : reject(thrown.error)));
+      this.settleThen({
+        event,
+        seq: event.seq,
+        accounted: (thrown) => (thrown === null ? done() : reject(thrown.error)),
+      });
     });
   }
 
   /**
-   * Calls `done` once every event up to `event` has been accounted (or could not be: then the
+   * Tells `waiter` once every event up to its event has been accounted (or could not be: then the
    * intervals are counted broken): at once when nothing is left to wait for, else from the
    * settling of the edges; with what accounting threw, if it did (a fault of giul's own). What the
-   * Meter's close uses: no promise of its own per window.
+   * Meter's close uses: no promise, nor closure, of its own per window.
    */
-  settleThen(event: LedgerEvent, done: (thrown: { error: unknown } | null) => void): void {
+  settleThen(waiter: Accounted): void {
+    const event = waiter.event;
     if (event.resolved) {
-      done(null);
+      waiter.accounted(null);
       return;
     }
     // Hand the track only the edges no earlier call has handed it (events are appended with
@@ -213,19 +230,19 @@ export class CardLedger {
       if (track.settleThen) track.settleThen(edges, this.frontier.begin(event.seq));
       else this.frontier.add(event.seq, track.settle(edges));
     }
-    if (first === undefined || this.frontier.reached(event.seq)) this.accountThen(event, done);
-    else this.frontier.whenReached(event.seq, () => this.accountThen(event, done));
+    if (first === undefined || this.frontier.reached(event.seq)) this.accountThen(waiter);
+    else this.frontier.whenReached(waiter);
   }
 
-  /** Accounts through `event`, then tells `done` (with what accounting threw, if it did). */
-  private accountThen(event: LedgerEvent, done: (thrown: { error: unknown } | null) => void): void {
+  /** Accounts through the waiter's event, then tells it (with what accounting threw, if it did). */
+  private accountThen(waiter: Accounted): void {
     let thrown: { error: unknown } | null = null;
     try {
-      this.account(event);
+      this.account(waiter.event);
     } catch (error) {
       thrown = { error };
     }
-    done(thrown);
+    waiter.accounted(thrown);
   }
 
   /**

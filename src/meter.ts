@@ -13,7 +13,7 @@ import {
 } from "./diagnostics.js";
 import { type Attribution, type ChargeContext, type Concurrency, charge, type Energy } from "./energy.js";
 import { GiulError } from "./errors.js";
-import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
+import { type Accounted, type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
 import { type BackendName, type ContendingProcess, fail, type ProcessRead } from "./measurement.js";
 import { abandoned, Leftovers } from "./meter-abandoned.js";
 import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./meter-measure.js";
@@ -109,7 +109,7 @@ export class Meter {
    */
   private closedNs: bigint[] | null = null;
   private closedOwn: number[] | null = null;
-  private readonly marks: StageMark[] = [];
+  private marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
   private closing: Promise<void> | null = null;
@@ -301,7 +301,7 @@ export class Meter {
     if (typeof name !== "string" || name.length === 0) {
       throw optionError("name", `mark() needs a non-empty stage name, got ${describeValue(name)}`);
     }
-    if (this.marks.some((m) => m.name === name)) {
+    if (this.marked(name)) {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
@@ -309,20 +309,40 @@ export class Meter {
     if (remote !== null) {
       (this.offload as OffloadCard).mark(remote);
       // The most windows open over the stage comes back with the stage (the worker reads the log).
-      this.marks.push({ name, index: remote.last, tokens, maxConcurrency: 0 });
+      this.addMark({ name, index: remote.last, tokens, maxConcurrency: 0 });
       return;
     }
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
     ledger.mark(entries);
-    this.marks.push({
+    this.addMark({
       name,
       index: entries.events.length - 1,
       tokens,
       // Only now is it exact (the newest event); the mean comes from the events at the close.
       maxConcurrency: ledger.maxCountSince(start) | 0,
     });
+  }
+
+  private marked(name: string): boolean {
+    const marks = this.marks;
+    for (let i = 0; i < marks.length; i++) if ((marks[i] as StageMark).name === name) return true;
+    return false;
+  }
+
+  /**
+   * The marks so far and `mark`, in a list of exact size: grown by push(), a list of one or two
+   * marks takes room for 17, kept as long as the window. (An offloaded window's stage names are
+   * the same list.)
+   */
+  private addMark(mark: StageMark): void {
+    const before = this.marks;
+    const marks: StageMark[] = new Array(before.length + 1);
+    for (let i = 0; i < before.length; i++) marks[i] = before[i] as StageMark;
+    marks[before.length] = mark;
+    this.marks = marks;
+    if (this.remote !== null) this.remote.names = marks;
   }
 
   /**
@@ -405,32 +425,56 @@ export class Meter {
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
       : null;
-    // One promise per closing window, resolved from the ledger's callback: a crowd of closing
-    // windows each kept a chain of promises and their closures alive (bench/RESULTS.md).
+    // One promise per closing window, resolved from the ledger's call of one waiter: a crowd of
+    // closing windows each kept a chain of promises, then closures and their scopes, alive
+    // (bench/RESULTS.md).
     return new Promise<void>((resolve, reject) => {
-      const settled = (thrown: { error: unknown } | null, checked = contention === null): void => {
-        if (!checked && thrown === null) {
-          // The contention check never rejects; a failure here is giul's own.
-          (contention as Promise<void>).then(
-            () => settled(null, true),
-            (error: unknown) => settled({ error }, true),
-          );
-          return;
-        }
-        try {
-          this.measured(closeEvent, concurrency, thrown);
-          resolve();
-        } catch (error) {
-          reject(error);
-        }
-      };
+      const wait = new Meter.CloseWait(this, closeEvent, concurrency, contention, resolve, reject);
       try {
-        ledger.settleThen(closeEvent, settled);
+        ledger.settleThen(wait);
       } catch (error) {
-        settled({ error });
+        wait.accounted({ error });
       }
     });
   }
+
+  /**
+   * A close waiting for its window's events to be accounted (CardLedger.settleThen), then for its
+   * contention check: one object, where closures kept their scopes alive.
+   */
+  private static readonly CloseWait = class CloseWait implements Accounted {
+    constructor(
+      private readonly meter: Meter,
+      readonly event: LedgerEvent,
+      private readonly concurrency: Concurrency,
+      /** The contention check still to await (it never rejects: a failure is giul's own). */
+      private contention: Promise<void> | null,
+      private readonly resolve: () => void,
+      private readonly reject: (error: unknown) => void,
+    ) {}
+
+    get seq(): number {
+      return this.event.seq;
+    }
+
+    accounted(thrown: { error: unknown } | null): void {
+      const contention = this.contention;
+      if (contention !== null && thrown === null) {
+        this.contention = null;
+        contention.then(
+          () => this.accounted(null),
+          (error: unknown) => this.accounted({ error }),
+        );
+        return;
+      }
+      try {
+        this.meter.measured(this.event, this.concurrency, thrown);
+        this.resolve();
+      } catch (error) {
+        this.reject(error);
+      }
+    }
+  };
 
   /** The window's outcome once its edges have settled (`thrown`: settling them failed). */
   private measured(

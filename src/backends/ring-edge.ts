@@ -42,9 +42,9 @@ export class RingEdge implements Edge, Unboxed {
   declare powerMw: number;
   /** Longest read among the two bracketing samples (ns). */
   declare readNs: number;
-  /** Cumulative faults at the samples before and after the edge. */
-  faultsA = 0;
-  faultsB = 0;
+  /** Cumulative faults at the samples before and after the edge (0 until located). */
+  declare faultsA: number;
+  declare faultsB: number;
   readonly slab: Float64Array;
   readonly at: number;
 
@@ -73,11 +73,11 @@ export class RingEdge implements Edge, Unboxed {
 }
 unboxedAccessors(
   RingEdge.prototype,
-  ["t", "value", "errMj", "counterA", "powerMw", "readNs", "hint", "kA", "kB"],
-  ["value", "errMj", "counterA", "powerMw", "readNs", "kA", "kB"],
+  ["t", "value", "errMj", "counterA", "powerMw", "readNs", "hint", "kA", "kB", "faultsA", "faultsB"],
+  ["value", "errMj", "counterA", "powerMw", "readNs", "kA", "kB", "faultsA", "faultsB"],
 );
 /** The slabs of every RingEdge's numbers (../unboxed.ts). */
-const EDGE_SLOTS = new SlabPool(9);
+const EDGE_SLOTS = new SlabPool(11);
 
 /** What resolving an edge needs from its track. */
 export interface EdgeContext {

@@ -251,21 +251,30 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   settle(edges: readonly Edge[]): Promise<void> {
-    return new Promise((done) => this.settleThen(edges, done));
+    return new Promise((done) => this.settleThen(edges, { finished: done }));
   }
 
-  settleThen(edges: readonly Edge[], done: () => void): void {
-    let pending: RingEdge[] | null = null;
+  settleThen(edges: readonly Edge[], done: { finished(): void }): void {
+    let count = 0;
     for (const edge of edges) {
       if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
       this.resolve(edge);
-      if (edge.state === PENDING) {
-        if (pending === null) pending = [];
-        pending.push(edge);
-      }
+      if (edge.state === PENDING) count += 1;
     }
-    if (pending === null) queueMicrotask(done);
-    else this.waits.settleThen(pending, done);
+    if (count === 0) {
+      queueMicrotask(() => done.finished());
+      return;
+    }
+    // Those still pending, kept until they settle: the list as given where all are (a close's own
+    // edge, most often), else one of their exact size (grown by push, it would take room for 17).
+    let pending = edges as readonly RingEdge[];
+    if (count < edges.length) {
+      const some: RingEdge[] = new Array(count);
+      let i = 0;
+      for (const edge of edges) if (edge instanceof RingEdge && edge.state === PENDING) some[i++] = edge;
+      pending = some;
+    }
+    this.waits.settleThen(pending, done);
   }
 
   span(edgeFrom: Edge, edgeTo: Edge, bound = true): SpanMeasurement {

@@ -70,7 +70,7 @@ interface SettleWaiter<E> {
   readonly edges: readonly E[];
   readonly since: number;
   readonly deadline: number;
-  readonly done: () => void;
+  readonly done: { finished(): void };
 }
 
 interface ReadyWaiter {
@@ -147,11 +147,11 @@ export class RingWaits<E> {
    * wait ends (in a microtask when the sampler is known stalled, else from a later sample or
    * timer), never from within this call.
    */
-  settleThen(edges: readonly E[], done: () => void): void {
+  settleThen(edges: readonly E[], done: { finished(): void }): void {
     const stalled = this.stalled();
     if (stalled !== null) {
       for (const e of edges) this.hooks.fail(e, stalled);
-      queueMicrotask(done);
+      queueMicrotask(() => done.finished());
       return;
     }
     this.lookAgain();
@@ -242,7 +242,7 @@ export class RingWaits<E> {
     this.readying = [];
     for (const w of this.settling) {
       for (const e of w.edges) if (this.hooks.pending(e)) this.hooks.fail(e, reason);
-      w.done();
+      w.done.finished();
     }
     this.settling = [];
   }
@@ -329,7 +329,7 @@ export class RingWaits<E> {
         if (this.hooks.awaitingSample?.(e) ?? true) sampleless = true;
       }
       if (sampleless) readMore = true;
-      if (!pending) w.done();
+      if (!pending) w.done.finished();
       else if (now < w.deadline) settling.push(w);
       else if (!sampleless) {
         // Every edge has its sample after it: it waits for a later one that bounds it (the energy
@@ -339,7 +339,7 @@ export class RingWaits<E> {
         else {
           const reason = `the energy counter did not update within ${Math.round(waitedMs)} ms after the edge: its energy there cannot be bounded`;
           for (const e of w.edges) if (this.hooks.pending(e)) this.hooks.fail(e, reason);
-          w.done();
+          w.done.finished();
         }
       } else {
         stalled ??= `no sample came within ${Math.round(now - w.since)} ms after the edge`;

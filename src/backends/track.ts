@@ -36,11 +36,12 @@ export interface Track {
    */
   settle(edges: readonly Edge[]): Promise<void>;
   /**
-   * settle() with a callback (optional: a track that has it spares each caller a promise): `done`
-   * is called once, when settle()'s promise would resolve, never from within this call. Never
-   * throws.
+   * settle() with a callback (optional: a track that has it spares each caller a promise):
+   * `done.finished()` is called once, when settle()'s promise would resolve, never from within this
+   * call. Never throws. An object, not a closure: each close hands one, and a crowd of closes kept
+   * the closures and their scopes alive.
    */
-  settleThen?(edges: readonly Edge[], done: () => void): void;
+  settleThen?(edges: readonly Edge[], done: { finished(): void }): void;
   /**
    * Card energy between two settled edges, idle included, with its quality. `bound` false: the
    * caller uses the value, samples and quality but not the span's own bound (a shared window's bar

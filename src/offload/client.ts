@@ -67,7 +67,7 @@ export class OffloadedWindow {
   /** Its close's resolver while it waits for the worker (see OffloadClient.outcome). */
   done: ((outcome: Outcome) => void) | null = null;
   /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
-  readonly names: readonly StageName[];
+  names: readonly StageName[];
   constructor(owner: number, weight: number, names: readonly StageName[]) {
     this.owner = owner;
     this.weight = weight;
