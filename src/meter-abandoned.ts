@@ -48,7 +48,7 @@ export class Leftovers {
 
   release(): void {
     if (this.remote !== null) {
-      if (this.remote.weight > 0) void (this.card as OffloadCard).close(this.remote);
+      if (this.remote.weight > 0) (this.card as OffloadCard).close(this.remote, ignoreOutcome);
     } else if (this.entries !== null && this.entries.weight > 0) {
       (this.ledger as CardLedger).closeWindow(this.entries);
     }
@@ -56,6 +56,9 @@ export class Leftovers {
     this.watch?.unwatch();
   }
 }
+
+/** An abandoned window's outcome: nobody reads it. */
+const ignoreOutcome = { received(): void {} };
 
 /** Every open window of this environment: collected unclosed, its leftovers are released. */
 export class AbandonedWindows {

@@ -33,7 +33,12 @@ import {
 } from "./meter-options.js";
 import { runSyncHook } from "./meter-sync.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import { type OffloadCard, type OffloadedWindow, offloadClient } from "./offload/client.js";
+import {
+  type OffloadCard,
+  type OffloadedWindow,
+  type OutcomeWaiter,
+  offloadClient,
+} from "./offload/client.js";
 import { openTrackLater, openTrackNow } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue } from "./validate.js";
@@ -524,10 +529,12 @@ export class Meter {
     if (energyChannel.hasSubscribers) oweEnergy(this);
   }
 
-  /** close() of a window the accounting worker accounts: its outcome, with the stages' names. */
-  private async finishRemote(remote: OffloadedWindow): Promise<void> {
-    const track = this.track as Track;
-    const closing = (this.offload as OffloadCard).close(remote);
+  /**
+   * close() of a window the accounting worker accounts: its outcome, with the stages' names. Not
+   * an async function: a crowd of closing windows each kept its suspended frame, a promise and
+   * its reaction alive (bench/RESULTS.md), where a callback keeps a few words.
+   */
+  private finishRemote(remote: OffloadedWindow): Promise<void> {
     // Its edges as bigints only where something reads them.
     const watcher = this.watcher;
     const announce = windowCloseChannel.hasSubscribers;
@@ -537,18 +544,69 @@ export class Meter {
       if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
       if (watcher !== null) contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
     }
+    return new Promise<void>((resolve, reject) => {
+      const wait = new Meter.RemoteCloseWait(this, remote, contention, resolve, reject);
+      try {
+        (this.offload as OffloadCard).close(remote, wait);
+      } catch (error) {
+        wait.measured(null, { error });
+      }
+    });
+  }
+
+  /**
+   * An offloaded window's close waiting for the worker's outcome, then for its contention check:
+   * one object, where closures kept their scopes alive.
+   */
+  private static readonly RemoteCloseWait = class RemoteCloseWait implements OutcomeWaiter {
+    constructor(
+      private readonly meter: Meter,
+      private readonly remote: OffloadedWindow,
+      /** The contention check still to await (it never rejects: a failure is giul's own). */
+      private readonly contention: Promise<void> | null,
+      private readonly resolve: () => void,
+      private readonly reject: (error: unknown) => void,
+    ) {}
+
+    received(outcome: Outcome): void {
+      if (this.contention === null) this.measured(outcome, null);
+      else
+        this.contention.then(
+          () => this.measured(outcome, null),
+          (error: unknown) => this.measured(null, { error }),
+        );
+    }
+
+    measured(outcome: Outcome | null, thrown: { error: unknown } | null): void {
+      try {
+        this.meter.remoteMeasured(this.remote, outcome, thrown);
+        this.resolve();
+      } catch (error) {
+        this.reject(error);
+      }
+    }
+  };
+
+  /** An offloaded window's outcome, once the worker sent it (`thrown`: closing it failed). */
+  private remoteMeasured(
+    remote: OffloadedWindow,
+    outcome: Outcome | null,
+    thrown: { error: unknown } | null,
+  ): void {
+    const track = this.track as Track;
+    const epochNs = (this.offload as OffloadCard).epochNs;
     try {
-      const outcome = await closing;
-      if (contention) await contention;
+      if (thrown !== null) throw thrown.error;
+      const got = outcome as Outcome;
       const failure = this.syncFailure ?? this.notReady;
       // Its stages came back named (./offload/codec.ts): as it is, unless something failed.
       this.outcome =
-        failure === null && outcome.stages.length === this.marks.length
-          ? outcome
-          : namedOutcome(outcome, (this.offload as OffloadCard).epochNs, remote, this.marks, failure);
+        failure === null && got.stages.length === this.marks.length
+          ? got
+          : namedOutcome(got, epochNs, remote, this.marks, failure);
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
-      this.outcome = namedOutcome(null, (this.offload as OffloadCard).epochNs, remote, this.marks, reason);
+      this.outcome = namedOutcome(null, epochNs, remote, this.marks, reason);
     } finally {
       track.release();
       this.state = "closed";

@@ -76,9 +76,11 @@ const HOST = `${process.platform}-${process.arch}`;
 // the accounting worker (src/offload/: its entry, the client in both builds, the log's tags in
 // the addon: 564,860 packed, 1,636,978 unpacked); then with what a crowd of windows keeps alive
 // trimmed (slabs of numbers, the abandoned-window watch, the settle callbacks: 575,263 packed,
-// 1,670,105 unpacked): 585,000 / 1,690,000 leave a few kB for the next feature and another
-// toolchain's prebuilds, not for a regression.
-const BUDGET = { packed: 585_000, unpacked: 1_690_000 };
+// 1,670,105 unpacked); then with the seqlock readers that read through a preempted writer and
+// the closes' waiter objects (580,796 packed, 1,690,501 unpacked: each bundle that holds the Meter
+// carries them): 590,000 / 1,720,000 leave a few kB for the next feature and another toolchain's
+// prebuilds, not for a regression.
+const BUDGET = { packed: 590_000, unpacked: 1_720_000 };
 
 let tarball: string;
 let work: string;

@@ -44,6 +44,11 @@ export interface OffloadableTrack extends Track {
   sharedLog(): SharedLog | null;
 }
 
+/** What waits for an offloaded window's outcome (an object: a crowd of closures kept their scopes). */
+export interface OutcomeWaiter {
+  received(outcome: Outcome): void;
+}
+
 /** One window followed by the worker: its number, and the instants of its events (ns, the log's). */
 export class OffloadedWindow {
   readonly owner: number;
@@ -63,9 +68,8 @@ export class OffloadedWindow {
   weights: number[] | null = null;
   /** The weight it opened with. */
   readonly initial: number;
-  outcome: Promise<Outcome> | null = null;
-  /** Its close's resolver while it waits for the worker (see OffloadClient.outcome). */
-  done: ((outcome: Outcome) => void) | null = null;
+  /** What its close hands the outcome to while it waits for the worker (see OffloadClient.outcomeThen). */
+  done: OutcomeWaiter | null = null;
   /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
   names: readonly StageName[];
   constructor(owner: number, weight: number, names: readonly StageName[]) {
@@ -118,15 +122,20 @@ export class OffloadCard {
     return this.stamp(w, this.log.append(delta, 0, Number.NaN, w.owner, weight, KIND_WEIGHT), weight);
   }
 
-  /** Closes the window: what it measured, once the worker has it. */
-  close(w: OffloadedWindow): Promise<Outcome> {
+  /**
+   * Closes the window: `done` gets what it measured once the worker has it, never from within
+   * this call. A callback, not a promise: a crowd of closing windows each kept a promise, its
+   * reaction and the suspended frame awaiting it alive.
+   */
+  close(w: OffloadedWindow, done: OutcomeWaiter): void {
     const delta = -w.weight;
     w.weight = 0;
     const appended = this.stamp(w, this.log.append(delta, -1, Number.NaN, w.owner, 0, KIND_CLOSE), 0);
-    w.outcome = appended
-      ? this.client.outcome(w)
-      : Promise.resolve(failedOutcome("the window's closing event could not be appended to the card's log"));
-    return w.outcome;
+    if (appended) this.client.outcomeThen(w, done);
+    else {
+      const failed = failedOutcome("the window's closing event could not be appended to the card's log");
+      queueMicrotask(() => done.received(failed));
+    }
   }
 
   /** Records the event's instant (read back from the log), false when it was not appended. */
@@ -241,12 +250,14 @@ export class OffloadClient {
     return card;
   }
 
-  /** What window `owner` measured, once the worker posts it. */
-  outcome(w: OffloadedWindow): Promise<Outcome> {
-    if (this.dead !== null) return Promise.resolve(failedOutcome(this.dead));
-    const promise = new Promise<Outcome>((done) => {
-      w.done = done;
-    });
+  /** Hands `done` what window `owner` measured once the worker posts it (never from within this call). */
+  outcomeThen(w: OffloadedWindow, done: OutcomeWaiter): void {
+    if (this.dead !== null) {
+      const failed = failedOutcome(this.dead);
+      queueMicrotask(() => done.received(failed));
+      return;
+    }
+    w.done = done;
     this.waiting.set(w.owner, w);
     if (!this.referenced) {
       // A close awaited keeps the process alive until it resolves, as it does in this thread.
@@ -256,7 +267,6 @@ export class OffloadClient {
     this.watch();
     // One poke until the worker takes it, however many windows close meanwhile.
     if (Atomics.compareExchange(this.flags, POKE_FLAG, 0, 1) === 0) this.post({ type: "poke" });
-    return promise;
   }
 
   /**
@@ -337,7 +347,7 @@ export class OffloadClient {
 function resolve(w: OffloadedWindow, outcome: Outcome): void {
   const done = w.done;
   w.done = null;
-  done?.(outcome);
+  done?.received(outcome);
 }
 
 let client: OffloadClient | null | undefined;
