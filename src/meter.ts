@@ -63,6 +63,20 @@ const asyncDispose: typeof Symbol.asyncDispose =
 
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
+/** Meter.chargeContext's one object (this thread's: charge() runs to completion, keeping none of it). */
+const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] } = {
+  backend: "none",
+  seconds: 0,
+  idleW: 0,
+  tokens: null,
+  joulesPer1kHint: null,
+  contendedBy: null,
+  contentionUnchecked: null,
+  shared: false,
+  stages: NO_STAGES,
+  attribution: "shared",
+  concurrency: null,
+};
 
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
@@ -645,6 +659,10 @@ export class Meter {
       this.outcome.total.measurement,
       this.chargeContext(this.outcome.total, tokens, stages),
     );
+    // The shared context keeps no window's records alive.
+    CHARGE_CONTEXT.stages = NO_STAGES;
+    CHARGE_CONTEXT.contendedBy = null;
+    CHARGE_CONTEXT.concurrency = null;
     if (claimEnergy(this)) {
       const [openNs, closeNs] = this.windowNs();
       publishEnergy(this, energy, openNs, closeNs);
@@ -668,25 +686,28 @@ export class Meter {
     return [this.eventNs(0), this.eventNs(this.eventCount() - 1)];
   }
 
-  /** The one builder of what the rules need besides the measurement. */
+  /**
+   * The one builder of what the rules need besides the measurement: into one object shared by
+   * every call (charge() reads it and keeps none of it), not three built per result().
+   */
   private chargeContext(
     span: SpanOutcome,
     tokens: number | null,
     stages: Readonly<Record<string, Energy>>,
   ): ChargeContext {
-    return {
-      backend: this.selection?.backend ?? "none",
-      seconds: span.seconds,
-      idleW: this.node.idleW,
-      tokens,
-      joulesPer1kHint: this.hint,
-      contendedBy: this.contendedBy,
-      contentionUnchecked: this.contentionUnchecked,
-      shared: this.node.servingMatch !== null,
-      stages,
-      attribution: this.attribution,
-      concurrency: span.concurrency,
-    };
+    const c = CHARGE_CONTEXT;
+    c.backend = this.selection?.backend ?? "none";
+    c.seconds = span.seconds;
+    c.idleW = this.node.idleW;
+    c.tokens = tokens;
+    c.joulesPer1kHint = this.hint;
+    c.contendedBy = this.contendedBy;
+    c.contentionUnchecked = this.contentionUnchecked;
+    c.shared = this.node.servingMatch !== null;
+    c.stages = stages;
+    c.attribution = this.attribution;
+    c.concurrency = span.concurrency;
+    return c;
   }
 
   /**
