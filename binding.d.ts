@@ -104,7 +104,7 @@ export interface ProcessList {
  * Header (slots 0..HEADER_SLOTS-1). Slot 0 holds two uint32 words: word 0 is the seqlock
  * generation (odd while the thread writes, incremented twice per sample), word 1 the layout
  * version. A consistent read: g = Atomics.load(u32, 0); g even; read; Atomics.load(u32, 0) === g.
- * A write section writes only the next sample and the header, and opens with a read-modify-write of
+ * A write section writes only the next sample and the header, and opens with a release store of
  * the generation: while g is odd, a sample a reader already knew complete (below a head it read
  * consistently) that is not the oldest is read all the same, g unchanged after it
  * (src/backends/seqlock.ts).

@@ -64,9 +64,9 @@ LedgerLog::Outcome LedgerLog::Append(const Event& event, const std::atomic<uint6
   const uint64_t k = published_++;
 
   auto& g = generation();
-  // A read-modify-write, as the ring's (ring.cc BeginWrite): a reader that sees the odd
-  // generation sees every entry appended before.
-  g.fetch_add(1, std::memory_order_relaxed);
+  // A release store, as the ring's (ring.cc BeginWrite): a reader that sees the odd generation
+  // sees every entry appended before.
+  g.store(g.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_release);
   double* e = entry(k);
   e[LedgerLayout::kT] = static_cast<double>(t);

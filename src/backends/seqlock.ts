@@ -23,9 +23,8 @@ export function recheck(u32: Uint32Array, g: number): boolean {
  * sampler's history" (test/meter.sequential.test.ts, under load).
  *
  * Reading the payload under an odd generation is sound because the writer opens its section with
- * a read-modify-write (native/ring.cc, native/ledger_log.cc): the acquire load that saw the odd
- * value synchronizes with the release that closed the previous section, so every slot completed
- * before is visible.
+ * a release store (native/ring.cc, native/ledger_log.cc): the acquire load that saw the odd value
+ * synchronizes with it, so every slot completed before is visible.
  */
 export function stableInSection(k: number, complete: number, countNow: number, capacity: number): boolean {
   return k >= 0 && k < complete && k > countNow - capacity;
