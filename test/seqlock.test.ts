@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { LedgerLayout, NativeSampler, RingLayout } from "../binding.js";
 import { NativeEventLog } from "../src/backends/native-log.js";
 import { NativeRing } from "../src/backends/nvml.js";
-import type { Sample } from "../src/backends/ring.js";
-import type { EventLogEntry } from "../src/backends/track.js";
+import { emptySample } from "../src/backends/ring.js";
+import { emptyLogEntry } from "../src/backends/track.js";
 
 // The readers of the addon's shared buffers (the ring, the event log) while a writer is inside a
 // write section: the writer here is this test, stopped half-way as a preempted sampling thread
@@ -92,21 +92,6 @@ class Writer {
   }
 }
 
-function sample(): Sample {
-  return {
-    t: 0,
-    energyMj: 0,
-    powerMw: 0,
-    integralMj: 0,
-    flags: 0,
-    error: 0,
-    faults: 0,
-    readNs: 0,
-    powerT: 0,
-    powerReadNs: 0,
-  };
-}
-
 function ringOver(w: Writer): NativeRing {
   return new NativeRing({ buffer: w.buffer, epochNs: 0n } as unknown as NativeSampler, RING);
 }
@@ -121,7 +106,7 @@ describe("the ring read while the sampler is inside a write", () => {
     expect(Atomics.load(w.u32, 0) & 1).toBe(1);
     // head() counts only what is complete, not the header's 11
     expect(ring.head()).toBe(10);
-    const s = sample();
+    const s = emptySample();
     for (let k = 4; k <= 9; k++) {
       expect(ring.read(k, s)).toBe(true);
       expect(s.t).toBe(k + 1);
@@ -145,7 +130,7 @@ describe("the ring read while the sampler is inside a write", () => {
     for (let i = 0; i < 5; i++) w.write();
     const ring = ringOver(w); // has read nothing yet
     w.begin(6);
-    const s = sample();
+    const s = emptySample();
     expect(ring.read(3, s)).toBe(false);
     expect(ring.head()).toBe(0);
     w.end();
@@ -177,18 +162,7 @@ describe("the event log read while another thread's append is inside its write",
     const own = log.append(1, 1, 80); // entry 3
     expect(own).toBe(3);
     w.begin(5); // another thread's append (entry 4), stopped half-way
-    const e: EventLogEntry = {
-      t: 0,
-      ringHead: 0,
-      weightBefore: 0,
-      weightAfter: 0,
-      countAfter: 0,
-      ref: 0,
-      owner: 0,
-      own: 0,
-      kind: 0,
-      idleW: 0,
-    };
+    const e = emptyLogEntry();
     expect(log.read(3, e)).toBe(true); // this thread's own, never read before
     expect(e.t).toBe(4);
     expect(e.idleW).toBeCloseTo(4.09, 9);

@@ -1,5 +1,5 @@
 import type { LedgerLayout, NativeSampler } from "../../binding.js";
-import { recheck, stableInSection } from "./seqlock.js";
+import { consistentCount, recheck, stableInSection } from "./seqlock.js";
 import type { EventLog, EventLogEntry } from "./track.js";
 
 /**
@@ -48,15 +48,9 @@ export class NativeEventLog implements EventLog {
   }
 
   published(): number {
-    for (let tries = 0; tries < 64; tries++) {
-      const g = Atomics.load(this.u32, 0);
-      if (g & 1) continue;
-      const published = this.f64[this.L.hPublished] ?? 0;
-      if (recheck(this.u32, g)) return this.saw(published);
-    }
-    // An append is inside its write (preempted there, perhaps): the entries known complete. The
-    // header's count may already count the one being written.
-    return this.complete;
+    const published = consistentCount(this.u32, this.f64, this.L.hPublished);
+    // NaN: an append is inside its write (preempted there, perhaps): the entries known complete.
+    return Number.isNaN(published) ? this.complete : this.saw(published);
   }
 
   idleW(): number {

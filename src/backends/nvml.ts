@@ -8,7 +8,7 @@ import type { BackendDescriptor } from "./descriptor.js";
 import { NativeEventLog } from "./native-log.js";
 import type { RingSource, Sample, SampleRing } from "./ring.js";
 import { RingTrack } from "./ring-track.js";
-import { recheck, stableInSection } from "./seqlock.js";
+import { consistentCount, recheck, stableInSection } from "./seqlock.js";
 import type { EventLog } from "./track.js";
 
 /**
@@ -57,15 +57,9 @@ export class NativeRing implements SampleRing {
   }
 
   head(): number {
-    for (let tries = 0; tries < 64; tries++) {
-      const g = Atomics.load(this.u32, 0);
-      if (g & 1) continue;
-      const head = this.f64[this.L.hHead] ?? 0;
-      if (recheck(this.u32, g)) return this.saw(head);
-    }
-    // The sampler is inside a write (preempted there, perhaps): the samples known complete. The
-    // header's head may already count the one being written.
-    return this.complete;
+    const head = consistentCount(this.u32, this.f64, this.L.hHead);
+    // NaN: the sampler is inside a write (preempted there, perhaps): the samples known complete.
+    return Number.isNaN(head) ? this.complete : this.saw(head);
   }
 
   /**

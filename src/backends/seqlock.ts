@@ -29,3 +29,19 @@ export function recheck(u32: Uint32Array, g: number): boolean {
 export function stableInSection(k: number, complete: number, countNow: number, capacity: number): boolean {
   return k >= 0 && k < complete && k > countNow - capacity;
 }
+
+/**
+ * A count in the header (slot `slot` of `f64`: the ring's head, the log's published entries) read
+ * consistently, or NaN while a writer is inside a write for all of a few looks (then what the
+ * reader last knew complete is the count to use: the header's may already count the slot being
+ * written).
+ */
+export function consistentCount(u32: Uint32Array, f64: Float64Array, slot: number): number {
+  for (let tries = 0; tries < 64; tries++) {
+    const g = Atomics.load(u32, 0);
+    if (g & 1) continue;
+    const count = f64[slot] ?? 0;
+    if (recheck(u32, g)) return count;
+  }
+  return Number.NaN;
+}
