@@ -472,6 +472,9 @@ export class Meter {
       private readonly reject: (error: unknown) => void,
     ) {}
 
+    /** Measured: a second call (settling threw after the ledger had taken the waiter) is ignored. */
+    private done = false;
+
     get seq(): number {
       return this.event.seq;
     }
@@ -486,6 +489,8 @@ export class Meter {
         );
         return;
       }
+      if (this.done) return;
+      this.done = true;
       try {
         this.meter.measured(this.event, this.concurrency, thrown);
         this.resolve();
@@ -591,7 +596,12 @@ export class Meter {
         );
     }
 
+    /** Measured: a second call (closing threw after the worker's client had taken the waiter) is ignored. */
+    private done = false;
+
     measured(outcome: Outcome | null, thrown: { error: unknown } | null): void {
+      if (this.done) return;
+      this.done = true;
       try {
         this.meter.remoteMeasured(this.remote, outcome, thrown);
         this.resolve();
