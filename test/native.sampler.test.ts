@@ -525,6 +525,8 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
     expect(last?.flags).toBe(b.flags.ENERGY_OK | b.flags.POWER_OK);
     expect(last?.energyMj).toBe(Number(sc.counterMj(2, at(s, last?.t ?? 0))));
     sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
+    // A released sampler's thread ends soon after, not within release(): the next test counts threads.
+    await waitFor("the thread to stop", () => b.samplerThreads() === 0);
   });
 
   it("fails an absent device and bad arguments without starting a thread", () => {
