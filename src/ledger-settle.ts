@@ -4,11 +4,7 @@
  * call, and then waits until every call up to its own event has finished — a frontier moved over
  * the calls in order, not a chain of promises, so that a crowd of closes costs O(1) each.
  */
-
-/** Told when a settle call has finished (Track.settleThen's `done`). */
-export interface Finished {
-  finished(): void;
-}
+import type { Finished } from "./backends/track.js";
 
 /** One track.settle() call: the newest event it covers, and whether it has finished. */
 class SettleCall implements Finished {
@@ -26,10 +22,10 @@ class SettleCall implements Finished {
 }
 
 /**
- * The frontier, waited on: `W`, what waits, says which event (its seq) it waits for; `onReached`
+ * The frontier, waited on: `W`, what waits, says which event it waits for; `onReached`
  * is called with each once the frontier has passed it.
  */
-export class SettleFrontier<W extends { readonly seq: number } = { readonly seq: number }> {
+export class SettleFrontier<W extends { readonly event: { readonly seq: number } }> {
   /** The calls in flight, oldest first from `callHead`. */
   private calls: SettleCall[] = [];
   private callHead = 0;
@@ -85,9 +81,9 @@ export class SettleFrontier<W extends { readonly seq: number } = { readonly seq:
    */
   whenReached(waiter: W): void {
     const waiters = this.waiters;
-    const seq = waiter.seq;
+    const seq = waiter.event.seq;
     let at = waiters.length;
-    while (at > this.waitHead && (waiters[at - 1] as W).seq > seq) at -= 1;
+    while (at > this.waitHead && (waiters[at - 1] as W).event.seq > seq) at -= 1;
     if (at === waiters.length) waiters.push(waiter);
     else waiters.splice(at, 0, waiter);
   }
@@ -104,7 +100,7 @@ export class SettleFrontier<W extends { readonly seq: number } = { readonly seq:
       this.callHead = 0;
     }
     const waiters = this.waiters;
-    while (this.waitHead < waiters.length && (waiters[this.waitHead] as W).seq <= this.settledSeq) {
+    while (this.waitHead < waiters.length && (waiters[this.waitHead] as W).event.seq <= this.settledSeq) {
       const waiter = waiters[this.waitHead] as W;
       this.waitHead += 1;
       this.onReached(waiter);

@@ -62,13 +62,11 @@ export function idleConflict(idleW: number, other: number): GiulError {
 }
 
 /**
- * What waits for a close to be accounted (CardLedger.settleThen): the event, its seq, and what to
- * call once every event up to it is accounted.
+ * What waits for a close to be accounted (CardLedger.settleThen): the event, and what to call once
+ * every event up to it is accounted.
  */
 export interface Accounted {
   readonly event: LedgerEvent;
-  /** The event's seq. */
-  readonly seq: number;
   /** With what accounting threw, if it did (a fault of giul's own). */
   accounted(thrown: { error: unknown } | null): void;
 }
@@ -195,7 +193,6 @@ export class CardLedger {
     return new Promise((done, reject) => {
       this.settleThen({
         event,
-        seq: event.seq,
         accounted: (thrown) => (thrown === null ? done() : reject(thrown.error)),
       });
     });

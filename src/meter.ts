@@ -475,10 +475,6 @@ export class Meter {
     /** Measured: a second call (settling threw after the ledger had taken the waiter) is ignored. */
     private done = false;
 
-    get seq(): number {
-      return this.event.seq;
-    }
-
     accounted(thrown: { error: unknown } | null): void {
       const contention = this.contention;
       if (contention !== null && thrown === null) {

@@ -33,7 +33,6 @@ describe.runIf(ready)("a close whose settling throws", () => {
       // The ledger keeps the waiter (it will be told when the edges settle), then fails.
       settleThen.call(this, {
         event: waiter.event,
-        seq: waiter.seq,
         accounted: (thrown) => {
           told += 1;
           waiter.accounted(thrown);

@@ -18,7 +18,7 @@ import {
 } from "./ring-edge.js";
 import { idlePeriodMs, RingLinger } from "./ring-linger.js";
 import { RingWaits } from "./ring-waits.js";
-import type { Edge, EdgeError, IntervalMeasurement, SharedLog, Track } from "./track.js";
+import type { Edge, EdgeError, Finished, IntervalMeasurement, SharedLog, Track } from "./track.js";
 import {
   averagedPowerCaveat,
   averagingErrMj,
@@ -254,7 +254,7 @@ export class RingTrack implements Track, TrackReadings {
     return new Promise((done) => this.settleThen(edges, { finished: done }));
   }
 
-  settleThen(edges: readonly Edge[], done: { finished(): void }): void {
+  settleThen(edges: readonly Edge[], done: Finished): void {
     let count = 0;
     for (const edge of edges) {
       if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;

@@ -1,6 +1,7 @@
 import { Backoff } from "../backoff.js";
 import { type Check, fail, OK } from "../measurement.js";
 import { emptySample, type Sample, type SampleRing } from "./ring.js";
+import type { Finished } from "./track.js";
 
 /**
  * How long windows wait on a ring's sampler, and what is remembered when it does not answer
@@ -70,7 +71,7 @@ interface SettleWaiter<E> {
   readonly edges: readonly E[];
   readonly since: number;
   readonly deadline: number;
-  readonly done: { finished(): void };
+  readonly done: Finished;
 }
 
 interface ReadyWaiter {
@@ -147,7 +148,7 @@ export class RingWaits<E> {
    * wait ends (in a microtask when the sampler is known stalled, else from a later sample or
    * timer), never from within this call.
    */
-  settleThen(edges: readonly E[], done: { finished(): void }): void {
+  settleThen(edges: readonly E[], done: Finished): void {
     const stalled = this.stalled();
     if (stalled !== null) {
       for (const e of edges) this.hooks.fail(e, stalled);

@@ -15,6 +15,11 @@ export interface Edge {
  * One card's stream of readings, shared by every window on that card. Backends implement it;
  * none of them applies the rules (src/energy.ts does).
  */
+/** Told once when a settle call has finished (Track.settleThen's `done`). */
+export interface Finished {
+  finished(): void;
+}
+
 export interface Track {
   readonly backend: BackendName;
   /** Single readings of the card's cumulative energy, where the track has them (giul-agent). */
@@ -41,7 +46,7 @@ export interface Track {
    * call. Never throws. An object, not a closure: each close hands one, and a crowd of closes kept
    * the closures and their scopes alive.
    */
-  settleThen?(edges: readonly Edge[], done: { finished(): void }): void;
+  settleThen?(edges: readonly Edge[], done: Finished): void;
   /**
    * Card energy between two settled edges, idle included, with its quality. `bound` false: the
    * caller uses the value, samples and quality but not the span's own bound (a shared window's bar
