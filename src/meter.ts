@@ -79,6 +79,46 @@ const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] }
 };
 
 /**
+ * A close's last steps once its figures are in (the ledger has accounted its events, or the worker
+ * sent its outcome): await its contention check, then measure it, once, and settle close()'s
+ * promise. One object per close, where closures kept their scopes alive (bench/RESULTS.md).
+ */
+abstract class CloseWaitBase<T> {
+  /** The figures came: a second arrival (getting them threw after the waiter was taken) is ignored. */
+  private arrivedOnce = false;
+
+  constructor(
+    /** The contention check still to await (it never rejects: a failure is giul's own). */
+    private readonly contention: Promise<void> | null,
+    private readonly resolve: () => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  /** The figures are in (`thrown`: getting them failed). */
+  protected arrived(figures: T | null, thrown: { error: unknown } | null): void {
+    if (this.arrivedOnce) return;
+    this.arrivedOnce = true;
+    if (this.contention === null || thrown !== null) this.finish(figures, thrown);
+    else
+      this.contention.then(
+        () => this.finish(figures, null),
+        (error: unknown) => this.finish(null, { error }),
+      );
+  }
+
+  private finish(figures: T | null, thrown: { error: unknown } | null): void {
+    try {
+      this.measure(figures, thrown);
+      this.resolve();
+    } catch (error) {
+      this.reject(error);
+    }
+  }
+
+  protected abstract measure(figures: T | null, thrown: { error: unknown } | null): void;
+}
+
+/**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
  *
  * ```ts
@@ -457,42 +497,25 @@ export class Meter {
     });
   }
 
-  /**
-   * A close waiting for its window's events to be accounted (CardLedger.settleThen), then for its
-   * contention check: one object, where closures kept their scopes alive.
-   */
-  private static readonly CloseWait = class CloseWait implements Accounted {
+  /** A close waiting for its window's events to be accounted (CardLedger.settleThen). */
+  private static readonly CloseWait = class CloseWait extends CloseWaitBase<null> implements Accounted {
     constructor(
       private readonly meter: Meter,
       readonly event: LedgerEvent,
       private readonly concurrency: Concurrency,
-      /** The contention check still to await (it never rejects: a failure is giul's own). */
-      private contention: Promise<void> | null,
-      private readonly resolve: () => void,
-      private readonly reject: (error: unknown) => void,
-    ) {}
-
-    /** Measured: a second call (settling threw after the ledger had taken the waiter) is ignored. */
-    private done = false;
+      contention: Promise<void> | null,
+      resolve: () => void,
+      reject: (error: unknown) => void,
+    ) {
+      super(contention, resolve, reject);
+    }
 
     accounted(thrown: { error: unknown } | null): void {
-      const contention = this.contention;
-      if (contention !== null && thrown === null) {
-        this.contention = null;
-        contention.then(
-          () => this.accounted(null),
-          (error: unknown) => this.accounted({ error }),
-        );
-        return;
-      }
-      if (this.done) return;
-      this.done = true;
-      try {
-        this.meter.measured(this.event, this.concurrency, thrown);
-        this.resolve();
-      } catch (error) {
-        this.reject(error);
-      }
+      this.arrived(null, thrown);
+    }
+
+    protected measure(_: null, thrown: { error: unknown } | null): void {
+      this.meter.measured(this.event, this.concurrency, thrown);
     }
   };
 
@@ -564,46 +587,37 @@ export class Meter {
       try {
         (this.offload as OffloadCard).close(remote, wait);
       } catch (error) {
-        wait.measured(null, { error });
+        wait.failed(error);
       }
     });
   }
 
-  /**
-   * An offloaded window's close waiting for the worker's outcome, then for its contention check:
-   * one object, where closures kept their scopes alive.
-   */
-  private static readonly RemoteCloseWait = class RemoteCloseWait implements OutcomeWaiter {
+  /** An offloaded window's close waiting for the worker's outcome. */
+  private static readonly RemoteCloseWait = class RemoteCloseWait
+    extends CloseWaitBase<Outcome>
+    implements OutcomeWaiter
+  {
     constructor(
       private readonly meter: Meter,
       private readonly remote: OffloadedWindow,
-      /** The contention check still to await (it never rejects: a failure is giul's own). */
-      private readonly contention: Promise<void> | null,
-      private readonly resolve: () => void,
-      private readonly reject: (error: unknown) => void,
-    ) {}
-
-    received(outcome: Outcome): void {
-      if (this.contention === null) this.measured(outcome, null);
-      else
-        this.contention.then(
-          () => this.measured(outcome, null),
-          (error: unknown) => this.measured(null, { error }),
-        );
+      contention: Promise<void> | null,
+      resolve: () => void,
+      reject: (error: unknown) => void,
+    ) {
+      super(contention, resolve, reject);
     }
 
-    /** Measured: a second call (closing threw after the worker's client had taken the waiter) is ignored. */
-    private done = false;
+    received(outcome: Outcome): void {
+      this.arrived(outcome, null);
+    }
 
-    measured(outcome: Outcome | null, thrown: { error: unknown } | null): void {
-      if (this.done) return;
-      this.done = true;
-      try {
-        this.meter.remoteMeasured(this.remote, outcome, thrown);
-        this.resolve();
-      } catch (error) {
-        this.reject(error);
-      }
+    /** Closing failed here (a fault of giul's own). */
+    failed(error: unknown): void {
+      this.arrived(null, { error });
+    }
+
+    protected measure(outcome: Outcome | null, thrown: { error: unknown } | null): void {
+      this.meter.remoteMeasured(this.remote, outcome, thrown);
     }
   };
 
