@@ -11,9 +11,11 @@
 // Float64Array), and its record built and frozen (the total and two stages). Nothing is measured:
 // the figures read are zeros. What it costs is the least a window can cost on this event loop.
 //
-// Each variant (bare: the same requests unmetered; floor; meter: Meter.forNode, shared
-// attribution; worker: the same with GIUL_ACCOUNTING=worker, the ledger's work on the accounting
-// worker, src/offload/) runs in a process of its own, three times, alternated; the figure is the
+// Each variant (bare: the same requests unmetered; floor; thread: Meter.forNode, shared
+// attribution, with GIUL_ACCOUNTING=thread, the ledger's work on the window's own thread; meter:
+// the same with the build's default, auto since the eighth session; worker: GIUL_ACCOUNTING=worker,
+// the ledger's work on the accounting worker, src/offload/) runs in a process of its own, three
+// times, alternated; the figure is the
 // main thread's CPU time per window (schedstat), median over rounds, minus the bare loop's, and
 // the whole process's CPU the same way.
 // With --sequential, one window at a time instead (10 ms each), and the calls' own time too.
@@ -37,7 +39,9 @@ if (childAt > 0) {
   const dir = mkdtempSync(join(tmpdir(), "giul-bench-floor-"));
   squareWaveScenario(dir);
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
-  if (variant === "worker") process.env.GIUL_ACCOUNTING = "worker";
+  // thread and worker: GIUL_ACCOUNTING says so; meter: the build's default (auto since the eighth
+  // session: this thread, and the worker while the card is crowded).
+  if (variant === "worker" || variant === "thread") process.env.GIUL_ACCOUNTING = variant;
   const make = await variantOf(variant);
   if (variant === "worker") {
     // The worker says it is ready within a few ms; windows before that are accounted here.
@@ -49,7 +53,7 @@ if (childAt > 0) {
   // Close latency, where the window says where its closing edge was (the Meter's variants), in
   // rounds of its own after the timed ones: reading it (edgeTimes()) is the benchmark's work, not
   // the window's, and cost about 1 µs a window when it ran inside the timed rounds.
-  const latency = variant === "meter" || variant === "worker" ? [] : null;
+  const latency = metered(variant) ? [] : null;
   const latencyRounds = latency === null || n === 1 ? 0 : Math.max(2, Math.ceil(rounds / 3));
   for (let r = 0; r < rounds + 3 + latencyRounds; r++) {
     const timed = r >= 3 && r < rounds + 3;
@@ -114,7 +118,7 @@ function processCpuNs() {
 /** The request's meter maker for a variant (null: bare). */
 async function variantOf(variant) {
   if (variant === "bare") return null;
-  if (variant === "meter" || variant === "worker") {
+  if (metered(variant)) {
     const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
     const { Meter } = await import(pathToFileURL(join(dist, "index.js")).href);
     const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
@@ -201,6 +205,11 @@ function floorMeter(sampler, layout) {
   return () => new FloorMeter();
 }
 
+/** The variants that are giul's Meter (the default, or GIUL_ACCOUNTING=thread or worker). */
+function metered(variant) {
+  return variant === "meter" || variant === "thread" || variant === "worker";
+}
+
 const quick = process.argv.includes("--quick");
 const sequential = process.argv.includes("--sequential");
 const runs = sequential
@@ -211,13 +220,13 @@ const runs = sequential
     ];
 const table = [];
 for (const { n, rounds } of runs) {
-  const by = { bare: [], floor: [], meter: [], worker: [] };
-  const process_ = { bare: [], floor: [], meter: [], worker: [] };
-  const callsBy = { bare: [], floor: [], meter: [], worker: [] };
+  const by = { bare: [], floor: [], thread: [], meter: [], worker: [] };
+  const process_ = { bare: [], floor: [], thread: [], meter: [], worker: [] };
+  const callsBy = { bare: [], floor: [], thread: [], meter: [], worker: [] };
   /** Each process's close latency, ms: [median, p90, p99]. */
-  const closeBy = { meter: [], worker: [] };
+  const closeBy = { thread: [], meter: [], worker: [] };
   for (let rep = 0; rep < 3; rep++) {
-    for (const variant of ["bare", "floor", "meter", "worker"]) {
+    for (const variant of ["bare", "floor", "thread", "meter", "worker"]) {
       const child = spawnSync(
         process.execPath,
         [fileURLToPath(import.meta.url), "--child", variant, String(n), String(rounds)],
@@ -237,13 +246,20 @@ for (const { n, rounds } of runs) {
     n,
     bare,
     floor: median(by.floor) - bare,
+    thread: median(by.thread) - bare,
     meter: median(by.meter) - bare,
     worker: median(by.worker) - bare,
+    threadAll: median(process_.thread) - bareAll,
     meterAll: median(process_.meter) - bareAll,
     workerAll: median(process_.worker) - bareAll,
     calls:
       n === 1
-        ? { floor: median(callsBy.floor), meter: median(callsBy.meter), worker: median(callsBy.worker) }
+        ? {
+            floor: median(callsBy.floor),
+            thread: median(callsBy.thread),
+            meter: median(callsBy.meter),
+            worker: median(callsBy.worker),
+          }
         : null,
     closeBy,
     by,
@@ -266,7 +282,8 @@ result, as the caller is held by them), median µs:
 | | main-thread CPU per window | the calls |
 |---|---:|---:|
 | floor: ledger work off the event loop | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.calls.floor)} |
-| the Meter | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.calls.meter)} |
+| the Meter, GIUL_ACCOUNTING=thread | ${fmt(r.thread)} (${r.by.thread.map(fmt).join(", ")}) | ${fmt(r.calls.thread)} |
+| the Meter (the default) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.calls.meter)} |
 | the Meter, GIUL_ACCOUNTING=worker | ${fmt(r.worker)} (${r.by.worker.map(fmt).join(", ")}) | ${fmt(r.calls.worker)} |
 `);
   process.exit(0);
@@ -278,18 +295,18 @@ Command: \`node bench/floor.js${quick ? " --quick" : ""}\`. Main-thread CPU µs 
 metered minus bare (bare: the same requests unmetered), median of rounds in each process, median of
 three processes each (in parentheses: each process's figure, the bare loop not subtracted):
 
-| concurrent windows | bare loop | floor: ledger work off the event loop | the Meter | the Meter, GIUL_ACCOUNTING=worker |
-|---:|---:|---:|---:|---:|
-${table.map((r) => `| ${r.n.toLocaleString("en")} | ${fmt(r.bare)} | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.worker)} (${r.by.worker.map(fmt).join(", ")}) |`).join("\n")}
+| concurrent windows | bare loop | floor: ledger work off the event loop | the Meter, GIUL_ACCOUNTING=thread | the Meter (the default) | the Meter, GIUL_ACCOUNTING=worker |
+|---:|---:|---:|---:|---:|---:|
+${table.map((r) => `| ${r.n.toLocaleString("en")} | ${fmt(r.bare)} | ${fmt(r.floor)} (${r.by.floor.map(fmt).join(", ")}) | ${fmt(r.thread)} (${r.by.thread.map(fmt).join(", ")}) | ${fmt(r.meter)} (${r.by.meter.map(fmt).join(", ")}) | ${fmt(r.worker)} (${r.by.worker.map(fmt).join(", ")}) |`).join("\n")}
 
 Close latency, ms from a window's closing edge to close() resolving (each process's median / p90 / p99):
 
-| concurrent windows | the Meter | the Meter, GIUL_ACCOUNTING=worker |
-|---:|---|---|
-${table.map((r) => `| ${r.n.toLocaleString("en")} | ${r.closeBy.meter.map(latencies).join("; ")} | ${r.closeBy.worker.map(latencies).join("; ")} |`).join("\n")}
+| concurrent windows | GIUL_ACCOUNTING=thread | the default | GIUL_ACCOUNTING=worker |
+|---:|---|---|---|
+${table.map((r) => `| ${r.n.toLocaleString("en")} | ${r.closeBy.thread.map(latencies).join("; ")} | ${r.closeBy.meter.map(latencies).join("; ")} | ${r.closeBy.worker.map(latencies).join("; ")} |`).join("\n")}
 
 CPU of the whole process (every thread: the event loop, the sampler, the accounting worker, V8's
-helpers) per window, minus the bare loop's: the Meter ${table.map((r) => `${fmt(r.meterAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}; with the
+helpers) per window, minus the bare loop's: on the window's thread ${table.map((r) => `${fmt(r.threadAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}; the default ${table.map((r) => `${fmt(r.meterAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}; with the
 accounting worker ${table.map((r) => `${fmt(r.workerAll)} µs at ${r.n.toLocaleString("en")}`).join(", ")}. The worker moves the ledger's work off the event
 loop; it does not remove it.
 `);

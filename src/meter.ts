@@ -37,7 +37,7 @@ import {
   type OffloadCard,
   type OffloadedWindow,
   type OutcomeWaiter,
-  offloadClient,
+  offloadCardFor,
 } from "./offload/client.js";
 import { openTrackLater, openTrackNow } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
@@ -307,7 +307,7 @@ export class Meter {
     let entries: LedgerWindow | null = null;
     try {
       // Throws where GIUL_ACCOUNTING names no way giul knows.
-      card = offloadClient()?.cardFor(track, this.periodMs) ?? null;
+      card = offloadCardFor(track, this.periodMs);
       if (card !== null)
         remote = card.open(this.initialWeight, this.node.idleW, this.attribution, this.marks);
       if (remote === null) {

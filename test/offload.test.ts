@@ -82,8 +82,8 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
     }
   });
 
-  it('"thread" (and unset, the default): windows are accounted on their own thread, measured', async () => {
-    for (const mode of ["thread", ""]) {
+  it('"thread", and the default ("auto", empty or unset) on a card not crowded: windows are accounted on their own thread, no worker started', async () => {
+    for (const mode of ["thread", "auto", ""]) {
       const { Meter, offloadClient } = await giulIn(mode);
       const m = await Meter.forNode(node).open();
       await sleep(60);
@@ -91,6 +91,82 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
       expectMeasured(m.result(), m);
       expect(offloadClient()).toBeNull();
     }
+  });
+
+  it('"auto": windows opened on a crowded card, and for a second after, are accounted by the worker; against the exact fair share', async () => {
+    const { Meter, offloadClient } = await giulIn("auto");
+    const { CROWD_WINDOWS, CROWD_HOLD_MS } = await import("../src/offload/client.js");
+    type M = import("../src/meter.js").Meter;
+    const all: M[] = [];
+    const openMany = async (n: number): Promise<M[]> => {
+      const opened = await Promise.all(Array.from({ length: n }, () => Meter.forNode(node).open()));
+      all.push(...opened);
+      return opened;
+    };
+    const isRemote = (m: M) => (m as unknown as { remote: unknown }).remote !== null;
+    // Below the crowd: on this thread, and no worker.
+    const few = await openMany(CROWD_WINDOWS);
+    expect(few.some(isRemote)).toBe(false);
+    expect(offloadClient()).toBeNull();
+    // The crowd: the worker starts; until it is ready, windows are still accounted here.
+    await openMany(8);
+    const client = offloadClient();
+    expect(client).not.toBeNull();
+    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    expect(client?.ready).toBe(true);
+    const crowded = await openMany(40);
+    expect(crowded.every(isRemote)).toBe(true);
+    await sleep(80);
+    // The crowd ends; a window opened within the hold still goes to the worker.
+    await Promise.all(all.map((m) => m.close()));
+    const held = await openMany(1);
+    expect(held.every(isRemote)).toBe(true);
+    await sleep(50);
+    await (held[0] as M).close();
+    // Past the hold, with one window open: on this thread again.
+    await sleep(CROWD_HOLD_MS + 100);
+    const alone = await openMany(1);
+    expect(alone.some(isRemote)).toBe(false);
+    await sleep(50);
+    await (alone[0] as M).close();
+
+    // Every window measured: the worker's and this thread's shares of one card, against the truth.
+    expect(client?.received).toBe(crowded.length + held.length);
+    const truth = fairShare(
+      all.map((m) => {
+        const t = m.edgeTimes();
+        return {
+          open: t.open as bigint,
+          close: t.close as bigint,
+          weights: t.weights.map((w) => [w.tNs, w.weight] as const),
+        };
+      }),
+      (x, y) => sc.energyJ(0, x, y),
+      IDLE_W,
+    );
+    let crowdSum = 0;
+    let crowdTruth = 0;
+    for (const [i, m] of all.entries()) {
+      const e = m.result();
+      expect(e.method).toBe("sampled");
+      const share = truth.shares[i] as number;
+      expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
+        (e.uncertaintyJoules as number) + share * 0.01,
+      );
+      if (m !== held[0] && m !== alone[0]) {
+        crowdSum += e.joules as number;
+        crowdTruth += share;
+      }
+    }
+    // Conservation over the crowd (one stretch of time, its windows accounted on both threads): the
+    // shares add up to the card above idle over it, within 0.1 % and what one counter step can hide
+    // at its two ends (the same allowance as test/meter.nvml.test.ts' 1,000 windows).
+    const stepJ = 260 * 0.01;
+    console.log(
+      `auto: ${all.length} windows, ${client?.received} by the worker; the crowd's ${all.length - 2}: ` +
+        `Σ shares ${crowdSum.toFixed(3)} J, truth ${crowdTruth.toFixed(3)} J`,
+    );
+    expect(Math.abs(crowdSum - crowdTruth)).toBeLessThanOrEqual(crowdTruth * 0.001 + stepJ);
   });
 });
 

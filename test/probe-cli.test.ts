@@ -211,11 +211,25 @@ describe.runIf(ready)("giul-probe arguments", () => {
     expect(ran.stdout).toContain("Usage: giul-probe [--json]");
   });
 
-  it("says where windows' arithmetic runs: each window's thread by default, or the accounting worker and its file", () => {
+  it("says where windows' arithmetic runs: each window's thread, and the worker on a crowded card by default; or one of them, and the worker's file", () => {
     scenario = writeScenario(TWO_CARDS);
     const byDefault = probe([], scenario.env());
     expect(byDefault.status).toBe(0);
-    expect(byDefault.stdout).toMatch(/^accounting\s+on each window's own thread \(the default/m);
+    expect(byDefault.stdout).toMatch(
+      /^accounting\s+on each window's own thread, and on an accounting worker while a card has 64 or more windows open \(the default, GIUL_ACCOUNTING=auto\): .*offload-worker\.js$/m,
+    );
+    const defaultJson = JSON.parse(probe(["--json"], scenario.env()).stdout) as { accounting: unknown };
+    expect(defaultJson.accounting).toEqual({
+      mode: "auto",
+      workerFile: join(ROOT, "dist", "offload-worker.js"),
+      workerFound: true,
+    });
+    const thread = probe([], { ...scenario.env(), GIUL_ACCOUNTING: "thread" });
+    expect(thread.stdout).toMatch(/^accounting\s+on each window's own thread \(GIUL_ACCOUNTING=thread\)$/m);
+    const autoMissing = probe([], { ...scenario.env(), GIUL_OFFLOAD_WORKER: "/nonexistent/w.js" });
+    expect(autoMissing.stdout).toMatch(
+      /^accounting\s+on each window's own thread: the accounting worker's file is not there \(\/nonexistent\/w\.js\), so crowded cards too/m,
+    );
 
     const worker = probe(["--json"], { ...scenario.env(), GIUL_ACCOUNTING: "worker" });
     expect(worker.status).toBe(0);

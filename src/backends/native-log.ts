@@ -57,6 +57,10 @@ export class NativeEventLog implements EventLog {
     return this.header(this.L.hIdleW);
   }
 
+  openCount(): number {
+    return this.header(this.L.hOpen);
+  }
+
   /**
    * Entry k into `out`; false when it is not (or no longer) held. Appends from other threads can
    * keep the seqlock busy for a burst (each holds it ~0.1 µs): up to READ_TRIES looks, tens of µs

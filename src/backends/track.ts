@@ -207,6 +207,8 @@ export interface EventLog {
   read(k: number, out: EventLogEntry): boolean;
   /** The idle floor of the windows open on the card (NaN when none). */
   idleW(): number;
+  /** Windows open on the card now, in the whole process, where the log says (the native one). */
+  openCount?(): number;
 }
 
 export interface SharedLog {

@@ -12,7 +12,7 @@ import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
 import { Meter } from "../meter.js";
 import { resolveNode } from "../node.js";
-import { type Accounting, accountingMode, workerPath } from "../offload/client.js";
+import { type Accounting, accountingMode, CROWD_WINDOWS, workerPath } from "../offload/client.js";
 import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
 import { forcedBackend, select } from "../select/index.js";
 import { descriptorOf } from "../select/registry.js";
@@ -443,24 +443,30 @@ function checkDisableAddon(value: string | undefined): void {
   if (problem !== null) throw new GiulError("INVALID_OPTION", problem, { field: "GIUL_DISABLE_ADDON" });
 }
 
-/** Where windows' arithmetic runs here (GIUL_ACCOUNTING), and the worker's file where it is asked for. */
+/** Where windows' arithmetic runs here (GIUL_ACCOUNTING), and the worker's file where one can be used. */
 export interface AccountingReport {
   readonly mode: Accounting;
-  /** The accounting worker's file (GIUL_ACCOUNTING=worker), or null. */
+  /** The accounting worker's file (GIUL_ACCOUNTING=auto or worker), or null. */
   readonly workerFile: string | null;
   /** Whether that file is there: without it, windows are accounted on their own thread. */
   readonly workerFound: boolean;
 }
 
 function accountingReport(mode: Accounting): AccountingReport {
-  const workerFile = mode === "worker" ? workerPath() : null;
+  const workerFile = mode === "thread" ? null : workerPath();
   return { mode, workerFile, workerFound: workerFile !== null && existsSync(workerFile) };
 }
 
 /** The accounting row of the human report. */
 function accountingText(a: AccountingReport): string {
-  if (a.mode === "thread")
-    return "on each window's own thread (the default; GIUL_ACCOUNTING=worker moves it to a worker thread)";
+  if (a.mode === "thread") return "on each window's own thread (GIUL_ACCOUNTING=thread)";
+  if (a.mode === "auto") {
+    return a.workerFound
+      ? `on each window's own thread, and on an accounting worker while a card has ${CROWD_WINDOWS} or more ` +
+          `windows open (the default, GIUL_ACCOUNTING=auto): ${a.workerFile}`
+      : `on each window's own thread: the accounting worker's file is not there (${a.workerFile}), ` +
+          "so crowded cards too (the default, GIUL_ACCOUNTING=auto)";
+  }
   return a.workerFound
     ? `on an accounting worker (GIUL_ACCOUNTING=worker): ${a.workerFile}`
     : `GIUL_ACCOUNTING=worker, but the worker's file is not there (${a.workerFile}): windows are accounted on their own thread`;

@@ -163,23 +163,38 @@ function workerFile(): string | null {
   return existsSync(path) ? path : null;
 }
 
-/** Where windows' arithmetic is to run. */
-export type Accounting = "thread" | "worker";
+/**
+ * Where windows' arithmetic is to run: on the window's own thread, on the accounting worker, or
+ * (`auto`, the default) on its own thread until its card is crowded (see {@link CROWD_WINDOWS}).
+ */
+export type Accounting = "auto" | "thread" | "worker";
 
 /**
- * GIUL_ACCOUNTING's choice: "worker", or "thread" (also empty or unset, the default). Throws a
- * GiulError naming GIUL_ACCOUNTING for any other value.
+ * GIUL_ACCOUNTING's choice: "auto" (also empty or unset, the default), "thread" or "worker".
+ * Throws a GiulError naming GIUL_ACCOUNTING for any other value.
  */
 export function accountingMode(env: NodeJS.ProcessEnv = process.env): Accounting {
   const mode = env.GIUL_ACCOUNTING;
-  if (mode === undefined || mode === "" || mode === "thread") return "thread";
-  if (mode === "worker") return "worker";
+  if (mode === undefined || mode === "" || mode === "auto") return "auto";
+  if (mode === "thread" || mode === "worker") return mode;
   throw new GiulError(
     "INVALID_OPTION",
-    `GIUL_ACCOUNTING=${mode}: expected "worker" (the ledger's arithmetic on a worker thread) or "thread" (the default)`,
+    `GIUL_ACCOUNTING=${mode}: expected "auto" (the default: on the window's thread, on a worker thread ` +
+      `while its card is crowded), "thread" (always on the window's thread) or "worker" (always on a worker thread)`,
     { field: "GIUL_ACCOUNTING" },
   );
 }
+
+/**
+ * Under `auto`, a window opened while at least this many windows are open on its card (in the whole
+ * process) is accounted by the worker, and so is every window opened on a native card for
+ * CROWD_HOLD_MS after that. Below it, a window's own thread does its arithmetic: fewer threads and
+ * messages, the least latency and CPU; above it, the event loop's time per window matters most
+ * (bench/RESULTS.md, "A crowd's arithmetic off the event loop by default").
+ */
+export const CROWD_WINDOWS = 64;
+/** How long a crowd, once seen, keeps sending new windows to the worker (ms): crowds come in waves. */
+export const CROWD_HOLD_MS = 1000;
 
 export class OffloadClient {
   readonly scratch: EventLogEntry = emptyLogEntry();
@@ -350,27 +365,62 @@ function resolve(w: OffloadedWindow, outcome: Outcome): void {
   done?.received(outcome);
 }
 
+/** GIUL_ACCOUNTING's choice, read at the first window. */
+let mode: Accounting | undefined;
+/** This environment's worker: undefined until one is started (or could not be). */
 let client: OffloadClient | null | undefined;
 /** GIUL_ACCOUNTING's value, when it is none that giul knows: every window's open() says so. */
 let misconfigured: GiulError | null = null;
+/** Under `auto`: until when (performance.now() ms) new windows go to the worker; 0 before any crowd. */
+let crowdUntil = 0;
 
-/**
- * This environment's accounting worker, started at the first call, or null where windows are
- * accounted here: GIUL_ACCOUNTING is unset, empty or "thread", or no worker can run. Throws a
- * GiulError naming GIUL_ACCOUNTING for any other value (read once, at the first call).
- */
-export function offloadClient(): OffloadClient | null {
+/** GIUL_ACCOUNTING's choice, read once (throws a GiulError naming it for a value giul does not know). */
+function accounting(): Accounting {
   if (misconfigured !== null) throw misconfigured;
-  if (client !== undefined) return client?.dead === null ? client : null;
-  let mode: Accounting;
+  if (mode !== undefined) return mode;
   try {
     mode = accountingMode();
   } catch (error) {
     misconfigured = error as GiulError;
     throw error;
   }
+  return mode;
+}
+
+/**
+ * Where a window opening now on `track` is accounted: the worker's view of its card, or null for
+ * the window's own thread (GIUL_ACCOUNTING=thread; under `auto` a card not crowded; a track the
+ * worker cannot follow; a worker not ready or gone). Throws a GiulError naming GIUL_ACCOUNTING for
+ * a value giul does not know.
+ */
+export function offloadCardFor(track: Track, periodMs: number): OffloadCard | null {
+  const chosen = accounting();
+  if (chosen === "thread" || (chosen === "auto" && !crowded(track))) return null;
+  return offloadClient()?.cardFor(track, periodMs) ?? null;
+}
+
+/** Under `auto`: whether `track`'s card is crowded now, or was within CROWD_HOLD_MS. */
+function crowded(track: Track): boolean {
+  // Windows open on the card in the whole process, this one not yet counted (a native log's).
+  const open = (track as Partial<OffloadableTrack>).sharedLog?.()?.log.openCount?.() ?? 0;
+  if (open >= CROWD_WINDOWS) {
+    crowdUntil = performance.now() + CROWD_HOLD_MS;
+    return true;
+  }
+  return crowdUntil !== 0 && performance.now() < crowdUntil;
+}
+
+/**
+ * This environment's accounting worker, started at the first call that needs one
+ * (GIUL_ACCOUNTING=worker: the first window; `auto`: the first crowded card), or null where windows
+ * are accounted here: GIUL_ACCOUNTING=thread, no crowd yet under `auto`, or no worker can run.
+ * Throws a GiulError naming GIUL_ACCOUNTING for a value giul does not know (read once).
+ */
+export function offloadClient(): OffloadClient | null {
+  const chosen = accounting();
+  if (client !== undefined) return client?.dead === null ? client : null;
+  if (chosen === "thread" || (chosen === "auto" && crowdUntil === 0)) return null;
   client = null;
-  if (mode !== "worker") return null;
   const file = workerFile();
   if (file === null) {
     debug("offload: no worker file; windows are accounted on this thread");
