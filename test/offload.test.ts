@@ -98,34 +98,35 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
     const { CROWD_WINDOWS, CROWD_HOLD_MS } = await import("../src/offload/client.js");
     type M = import("../src/meter.js").Meter;
     const all: M[] = [];
-    const openMany = async (n: number): Promise<M[]> => {
-      const opened = await Promise.all(Array.from({ length: n }, () => Meter.forNode(node).open()));
+    const openMany = async (n: number, weight: number): Promise<M[]> => {
+      const opened = await Promise.all(Array.from({ length: n }, () => Meter.forNode(node, { weight }).open()));
       all.push(...opened);
       return opened;
     };
     const isRemote = (m: M) => (m as unknown as { remote: unknown }).remote !== null;
-    // Below the crowd: on this thread, and no worker.
-    const few = await openMany(CROWD_WINDOWS);
+    // Below the crowd: on this thread, and no worker. (Light windows, so that the ones checked
+    // below have shares well above their bars.)
+    const few = await openMany(CROWD_WINDOWS, 0.01);
     expect(few.some(isRemote)).toBe(false);
     expect(offloadClient()).toBeNull();
     // The crowd: the worker starts; until it is ready, windows are still accounted here.
-    await openMany(8);
+    const starting = await openMany(8, 1);
     const client = offloadClient();
     expect(client).not.toBeNull();
     for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
     expect(client?.ready).toBe(true);
-    const crowded = await openMany(40);
+    const crowded = await openMany(40, 1);
     expect(crowded.every(isRemote)).toBe(true);
     await sleep(80);
     // The crowd ends; a window opened within the hold still goes to the worker.
     await Promise.all(all.map((m) => m.close()));
-    const held = await openMany(1);
+    const held = await openMany(1, 1);
     expect(held.every(isRemote)).toBe(true);
     await sleep(50);
     await (held[0] as M).close();
     // Past the hold, with one window open: on this thread again.
     await sleep(CROWD_HOLD_MS + 100);
-    const alone = await openMany(1);
+    const alone = await openMany(1, 1);
     expect(alone.some(isRemote)).toBe(false);
     await sleep(50);
     await (alone[0] as M).close();
@@ -144,17 +145,21 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
       (x, y) => sc.energyJ(0, x, y),
       IDLE_W,
     );
+    const heavy = new Set([...starting, ...crowded, ...held, ...alone]);
     let crowdSum = 0;
     let crowdTruth = 0;
     for (const [i, m] of all.entries()) {
       const e = m.result();
-      expect(e.method).toBe("sampled");
       const share = truth.shares[i] as number;
-      expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
-        (e.uncertaintyJoules as number) + share * 0.01,
+      // A light window's share (a few mJ) may come out at or below zero within its bar: never
+      // reported as a measured zero (rule 2), and its figure is still within the bar of the truth.
+      if (heavy.has(m)) expect(e.method).toBe("sampled");
+      else if (e.method !== "sampled") expect(e.reason).toMatch(/a failed measurement, not a free request/);
+      expect(Math.abs((e.measuredJoules as number) - share)).toBeLessThanOrEqual(
+        (e.uncertaintyJoules as number) + Math.abs(share) * 0.01,
       );
       if (m !== held[0] && m !== alone[0]) {
-        crowdSum += e.joules as number;
+        crowdSum += e.measuredJoules as number;
         crowdTruth += share;
       }
     }

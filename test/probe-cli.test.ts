@@ -216,7 +216,7 @@ describe.runIf(ready)("giul-probe arguments", () => {
     const byDefault = probe([], scenario.env());
     expect(byDefault.status).toBe(0);
     expect(byDefault.stdout).toMatch(
-      /^accounting\s+on each window's own thread, and on an accounting worker while a card has 64 or more windows open \(the default, GIUL_ACCOUNTING=auto\): .*offload-worker\.js$/m,
+      /^accounting\s+on each window's own thread, and on an accounting worker while a card has 512 or more windows open \(the default, GIUL_ACCOUNTING=auto\): .*offload-worker\.js$/m,
     );
     const defaultJson = JSON.parse(probe(["--json"], scenario.env()).stdout) as { accounting: unknown };
     expect(defaultJson.accounting).toEqual({

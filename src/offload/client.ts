@@ -188,11 +188,14 @@ export function accountingMode(env: NodeJS.ProcessEnv = process.env): Accounting
 /**
  * Under `auto`, a window opened while at least this many windows are open on its card (in the whole
  * process) is accounted by the worker, and so is every window opened on a native card for
- * CROWD_HOLD_MS after that. Below it, a window's own thread does its arithmetic: fewer threads and
- * messages, the least latency and CPU; above it, the event loop's time per window matters most
- * (bench/RESULTS.md, "A crowd's arithmetic off the event loop by default").
+ * CROWD_HOLD_MS after that. Below it, a window's own thread does its arithmetic. Measured on a
+ * shared 2-core machine (bench/RESULTS.md, "A crowd's arithmetic off the event loop by default"):
+ * with 100 or 300 windows open the worker saved the event loop little or nothing and cost the
+ * process twice the CPU and `close()` a longer wait; from about 1,000 it saves a quarter of the
+ * event loop's time per window, at 10,000 more than half, where the window's own thread can no
+ * longer keep up.
  */
-export const CROWD_WINDOWS = 64;
+export const CROWD_WINDOWS = 512;
 /** How long a crowd, once seen, keeps sending new windows to the worker (ms): crowds come in waves. */
 export const CROWD_HOLD_MS = 1000;
 
