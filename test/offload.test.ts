@@ -99,7 +99,9 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
     type M = import("../src/meter.js").Meter;
     const all: M[] = [];
     const openMany = async (n: number, weight: number): Promise<M[]> => {
-      const opened = await Promise.all(Array.from({ length: n }, () => Meter.forNode(node, { weight }).open()));
+      const opened = await Promise.all(
+        Array.from({ length: n }, () => Meter.forNode(node, { weight }).open()),
+      );
       all.push(...opened);
       return opened;
     };
