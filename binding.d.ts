@@ -297,6 +297,19 @@ export interface NativeSampler {
     kind?: number,
   ): number;
   /**
+   * ledgerAppend, returning the appended entry's eT (≥ 0) instead of its sequence number; the same
+   * −1 and −2 when nothing is appended. For an environment that needs only its events' instants
+   * (the accounting worker's windows, src/offload/client.ts): no read of the entry back.
+   */
+  ledgerAppendStamped(
+    deltaWeight: number,
+    deltaCount: number,
+    idleW: number,
+    owner?: number,
+    own?: number,
+    kind?: number,
+  ): number;
+  /**
    * Installs this reference's doorbell (replacing any earlier one): `callback` runs on this
    * environment's thread after the sampling thread's next published tick following a wake(), once
    * per wake however many were made in between. It never keeps the process alive (whoever waits

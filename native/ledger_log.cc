@@ -85,7 +85,7 @@ LedgerLog::Outcome LedgerLog::Append(const Event& event, const std::atomic<uint6
   slots_[LedgerLayout::kWeight] = weight_;
   g.store(g.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 
-  return Outcome{static_cast<int64_t>(k), count_after - count_before};
+  return Outcome{static_cast<int64_t>(k), count_after - count_before, t};
 }
 
 }  // namespace giul

@@ -70,6 +70,8 @@ class LedgerLog {
     int64_t sequence = -1;
     /// What the event did to the count of open windows (a close past zero is clamped to none).
     int64_t count_delta = 0;
+    /// The entry's kT (CLOCK_MONOTONIC ns minus the epoch), when it was appended.
+    int64_t t = 0;
   };
 
   /// The sequence number of a refused open.

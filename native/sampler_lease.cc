@@ -41,7 +41,7 @@ uint64_t SamplerLease::id() {
 }
 
 int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double idle_w,
-                                   const double (&tag)[3]) {
+                                   const double (&tag)[3], int64_t* t) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!reference_) {
     return kReleased;
@@ -57,6 +57,9 @@ int64_t SamplerLease::LedgerAppend(double delta_weight, int delta_count, double 
   LedgerLog::Outcome outcome = reference_->sampler->LedgerAppend(event);
   if (outcome.sequence < 0) {
     return outcome.sequence;
+  }
+  if (t != nullptr) {
+    *t = outcome.t;
   }
   // Every edge sits on a read: the thread reads right after it (see Sampler::RequestRead).
   reference_->sampler->RequestRead();

@@ -37,7 +37,9 @@ class SamplerLease {
   /// Appends to the device's event log and keeps the sums of what this lease appended. Returns
   /// the sequence number, LedgerLog::kIdleConflict, or kReleased.
   /// `tag` is what the environment says of the event (stored as given: kOwner, kOwn, kKind).
-  int64_t LedgerAppend(double delta_weight, int delta_count, double idle_w, const double (&tag)[3]);
+  /// `t`, when given, gets the entry's kT once it is appended.
+  int64_t LedgerAppend(double delta_weight, int delta_count, double idle_w, const double (&tag)[3],
+                       int64_t* t = nullptr);
   /// This reference's id among its sampler's (the kRef of what it appends); 0 once released.
   uint64_t id();
   /// Idempotent. When this lease's windows are not all closed, first appends one event that

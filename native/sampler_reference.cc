@@ -34,6 +34,7 @@ Napi::Function SamplerReference::DefineClass(Napi::Env env) {
       env, "NativeSampler",
       {InstanceMethod<&SamplerReference::SetPeriod>("setPeriod"),
        InstanceMethod<&SamplerReference::LedgerAppend>("ledgerAppend"),
+       InstanceMethod<&SamplerReference::LedgerAppendStamped>("ledgerAppendStamped"),
        InstanceMethod<&SamplerReference::SetDoorbell>("doorbell"),
        InstanceMethod<&SamplerReference::Wake>("wake"),
        InstanceMethod<&SamplerReference::Release>("release")});
@@ -135,36 +136,46 @@ Napi::Value SamplerReference::SetPeriod(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
+int64_t SamplerReference::Append(const Napi::CallbackInfo& info, const char* usage, int64_t* t) {
   Napi::Env env = info.Env();
-  constexpr const char* kUsage =
-      "ledgerAppend(deltaWeight, deltaCount, idleW[, owner, own, kind]): ";
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) {
-    throw Napi::TypeError::New(env, std::string(kUsage) + "each argument must be a number");
+    throw Napi::TypeError::New(env, std::string(usage) + "each argument must be a number");
   }
   const double delta_weight = info[0].As<Napi::Number>().DoubleValue();
   const double delta_count = info[1].As<Napi::Number>().DoubleValue();
   const double idle_w = info[2].As<Napi::Number>().DoubleValue();
   if (!std::isfinite(delta_weight)) {
-    throw Napi::TypeError::New(env, std::string(kUsage) + "deltaWeight must be finite");
+    throw Napi::TypeError::New(env, std::string(usage) + "deltaWeight must be finite");
   }
   if (delta_count != -1 && delta_count != 0 && delta_count != 1) {
-    throw Napi::TypeError::New(env, std::string(kUsage) + "deltaCount must be -1, 0 or 1");
+    throw Napi::TypeError::New(env, std::string(usage) + "deltaCount must be -1, 0 or 1");
   }
   if (delta_count > 0 && !std::isfinite(idle_w)) {
-    throw Napi::TypeError::New(env, std::string(kUsage) + "an open's idleW must be finite");
+    throw Napi::TypeError::New(env, std::string(usage) + "an open's idleW must be finite");
   }
   // Optional: what the environment says of the event (its window, the window's weight after it,
   // its kind), stored as given.
   double tag[3] = {kNaN, kNaN, kNaN};
   for (size_t i = 0; i < 3 && 3 + i < info.Length(); i++) {
     if (!info[3 + i].IsNumber()) {
-      throw Napi::TypeError::New(env, std::string(kUsage) + "owner, own and kind must be numbers");
+      throw Napi::TypeError::New(env, std::string(usage) + "owner, own and kind must be numbers");
     }
     tag[i] = info[3 + i].As<Napi::Number>().DoubleValue();
   }
-  int64_t sequence = lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w, tag);
-  return Napi::Number::New(env, static_cast<double>(sequence));
+  return lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w, tag, t);
+}
+
+Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
+  const int64_t sequence =
+      Append(info, "ledgerAppend(deltaWeight, deltaCount, idleW[, owner, own, kind]): ", nullptr);
+  return Napi::Number::New(info.Env(), static_cast<double>(sequence));
+}
+
+Napi::Value SamplerReference::LedgerAppendStamped(const Napi::CallbackInfo& info) {
+  int64_t t = 0;
+  const int64_t sequence = Append(
+      info, "ledgerAppendStamped(deltaWeight, deltaCount, idleW[, owner, own, kind]): ", &t);
+  return Napi::Number::New(info.Env(), static_cast<double>(sequence < 0 ? sequence : t));
 }
 
 Napi::Value SamplerReference::Release(const Napi::CallbackInfo& info) {

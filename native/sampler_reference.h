@@ -33,6 +33,10 @@ class SamplerReference : public Napi::ObjectWrap<SamplerReference> {
  private:
   Napi::Value SetPeriod(const Napi::CallbackInfo& info);
   Napi::Value LedgerAppend(const Napi::CallbackInfo& info);
+  Napi::Value LedgerAppendStamped(const Napi::CallbackInfo& info);
+  /// ledgerAppend's and ledgerAppendStamped's work: the sequence number (or a negative code), and
+  /// the entry's kT into `t` once appended.
+  int64_t Append(const Napi::CallbackInfo& info, const char* usage, int64_t* t);
   Napi::Value Release(const Napi::CallbackInfo& info);
   Napi::Value SetDoorbell(const Napi::CallbackInfo& info);
   Napi::Value Wake(const Napi::CallbackInfo& info);

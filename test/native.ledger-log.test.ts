@@ -234,6 +234,43 @@ describe.skipIf(!haveDoubles())("native event log (test double)", () => {
     }
   });
 
+  it("ledgerAppendStamped appends the same entry and returns its instant (eT); the same −1 and −2 when nothing is appended", () => {
+    const s = open(3, 1000);
+    const other = open(3, 1000);
+    try {
+      const log = reader(s);
+      const before = process.hrtime.bigint() - s.epochNs;
+      const t0 = s.ledgerAppendStamped(2, 1, 40, 9, 2, 0);
+      const t1 = s.ledgerAppendStamped(0, 0, Number.NaN, 9, 2, 1);
+      const after = process.hrtime.bigint() - s.epochNs;
+      const k = log.header().published - 2;
+      const e0 = log.entry(k);
+      const e1 = log.entry(k + 1);
+      // The instant is the entry's own, in the same clock as the rest of the log.
+      expect([t0, t1]).toEqual([e0?.t, e1?.t]);
+      expect(BigInt(t0)).toBeGreaterThanOrEqual(before);
+      expect(BigInt(t1)).toBeLessThanOrEqual(after);
+      expect(t1).toBeGreaterThanOrEqual(t0);
+      expect(e0 && [e0.ref, e0.owner, e0.own, e0.kind, e0.countAfter, e0.weightAfter]).toEqual([
+        s.refId,
+        9,
+        2,
+        0,
+        1,
+        2,
+      ]);
+      expect(other.ledgerAppendStamped(1, 1, 50)).toBe(-1); // another idle floor while one is open
+      const stamped = s.ledgerAppendStamped.bind(s) as (...args: unknown[]) => number;
+      expect(() => stamped(0, 2, 0)).toThrow(/ledgerAppendStamped\(.*deltaCount must be -1, 0 or 1/);
+      expect(s.ledgerAppendStamped(-2, -1, Number.NaN, 9, 0, 3)).toBeGreaterThanOrEqual(t1);
+      s.release();
+      expect(s.ledgerAppendStamped(1, 1, 40)).toBe(-2);
+    } finally {
+      other.release();
+      s.release();
+    }
+  });
+
   it("refuses an open whose idle floor differs from the open windows', and takes any once none is open", () => {
     const s = open(1, 1000);
     const other = open(1, 1000);

@@ -104,14 +104,14 @@ export class OffloadCard {
   ): OffloadedWindow | null {
     const w = new OffloadedWindow(this.client.nextOwner(), weight, names);
     const kind = attribution === "exclusive" ? KIND_OPEN_EXCLUSIVE : KIND_OPEN_SHARED;
-    const seq = this.log.append(weight, 1, idleW, w.owner, weight, kind);
-    if (seq === -1) throw idleConflict(idleW, this.log.idleW());
-    if (seq < 0 || !this.stamp(w, seq, weight)) return null;
+    const t = this.append(weight, 1, idleW, w.owner, weight, kind);
+    if (t === -1) throw idleConflict(idleW, this.log.idleW());
+    if (!this.stamp(w, t, weight)) return null;
     return w;
   }
 
   mark(w: OffloadedWindow): boolean {
-    return this.stamp(w, this.log.append(0, 0, Number.NaN, w.owner, w.weight, KIND_MARK), w.weight);
+    return this.stamp(w, this.append(0, 0, Number.NaN, w.owner, w.weight, KIND_MARK), w.weight);
   }
 
   setWeight(w: OffloadedWindow, weight: number): boolean {
@@ -119,7 +119,7 @@ export class OffloadCard {
     w.weight = weight;
     // Every event so far had the opening weight.
     w.weights ??= Array.from({ length: w.count }, () => w.initial);
-    return this.stamp(w, this.log.append(delta, 0, Number.NaN, w.owner, weight, KIND_WEIGHT), weight);
+    return this.stamp(w, this.append(delta, 0, Number.NaN, w.owner, weight, KIND_WEIGHT), weight);
   }
 
   /**
@@ -130,7 +130,7 @@ export class OffloadCard {
   close(w: OffloadedWindow, done: OutcomeWaiter): void {
     const delta = -w.weight;
     w.weight = 0;
-    const appended = this.stamp(w, this.log.append(delta, -1, Number.NaN, w.owner, 0, KIND_CLOSE), 0);
+    const appended = this.stamp(w, this.append(delta, -1, Number.NaN, w.owner, 0, KIND_CLOSE), 0);
     if (appended) this.client.outcomeThen(w, done);
     else {
       const failed = failedOutcome("the window's closing event could not be appended to the card's log");
@@ -138,12 +138,24 @@ export class OffloadCard {
     }
   }
 
-  /** Records the event's instant (read back from the log), false when it was not appended. */
-  private stamp(w: OffloadedWindow, seq: number, weight: number): boolean {
-    if (seq < 0) return false;
+  /**
+   * Appends an event with the window's tags: its instant (the entry's `t`), or −1 (an open's
+   * conflicting idle floor) or another negative number when it was not appended. The native log
+   * says the instant at once; another is read back.
+   */
+  private append(dw: number, dc: number, idleW: number, owner: number, own: number, kind: number): number {
+    const log = this.log;
+    if (log.appendStamped !== undefined) return log.appendStamped(dw, dc, idleW, owner, own, kind);
+    const seq = log.append(dw, dc, idleW, owner, own, kind);
+    if (seq < 0) return seq;
     const entry = this.client.scratch;
-    if (!this.log.read(seq, entry)) return false;
-    w.times[w.count++] = entry.t;
+    return log.read(seq, entry) ? entry.t : -3;
+  }
+
+  /** Records the event's instant `t`, false when it was not appended (t < 0). */
+  private stamp(w: OffloadedWindow, t: number, weight: number): boolean {
+    if (t < 0) return false;
+    w.times[w.count++] = t;
     w.weights?.push(weight);
     return true;
   }
