@@ -173,8 +173,8 @@ Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
 
 Napi::Value SamplerReference::LedgerAppendStamped(const Napi::CallbackInfo& info) {
   int64_t t = 0;
-  const int64_t sequence = Append(
-      info, "ledgerAppendStamped(deltaWeight, deltaCount, idleW[, owner, own, kind]): ", &t);
+  const int64_t sequence =
+      Append(info, "ledgerAppendStamped(deltaWeight, deltaCount, idleW[, owner, own, kind]): ", &t);
   return Napi::Number::New(info.Env(), static_cast<double>(sequence < 0 ? sequence : t));
 }
 
