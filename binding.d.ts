@@ -301,14 +301,7 @@ export interface NativeSampler {
    * −1 and −2 when nothing is appended. For an environment that needs only its events' instants
    * (the accounting worker's windows, src/offload/client.ts): no read of the entry back.
    */
-  ledgerAppendStamped(
-    deltaWeight: number,
-    deltaCount: number,
-    idleW: number,
-    owner?: number,
-    own?: number,
-    kind?: number,
-  ): number;
+  ledgerAppendStamped(...args: Parameters<NativeSampler["ledgerAppend"]>): number;
   /**
    * Installs this reference's doorbell (replacing any earlier one): `callback` runs on this
    * environment's thread after the sampling thread's next published tick following a wake(), once

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fairShare, type TruthWindow } from "./fakes/fair-share.js";
+import { fairShare, truthWindow } from "./fakes/fair-share.js";
 import { built, FAKE_SMI, FAKE_SMI_BIN, nativeReady } from "./fakes/paths.js";
 import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
 import { squareWave } from "./fakes/waves.js";
@@ -96,12 +96,6 @@ async function runPlan(node: NodeT, plans: readonly Plan[]): Promise<MeterT[]> {
       return m;
     }),
   );
-}
-
-function truthWindow(m: MeterT): TruthWindow {
-  const t = m.edgeTimes();
-  if (t.open === null || t.close === null) throw new Error("window has no edges");
-  return { open: t.open, close: t.close, weights: t.weights.map((w) => [w.tNs, w.weight] as const) };
 }
 
 const BACKENDS = [

@@ -3,7 +3,7 @@ import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { emptyLogEntry, type Track } from "../src/backends/track.js";
 import { KIND_CLOSE, KIND_OPEN_SHARED } from "../src/offload/kinds.js";
-import { fairShare } from "./fakes/fair-share.js";
+import { fairShare, truthWindow } from "./fakes/fair-share.js";
 import { BROKEN_WORKER, DYING_WORKER } from "./fakes/offload-workers.js";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
@@ -135,18 +135,7 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
 
     // Every window measured: the worker's and this thread's shares of one card, against the truth.
     expect(client?.received).toBe(crowded.length + held.length);
-    const truth = fairShare(
-      all.map((m) => {
-        const t = m.edgeTimes();
-        return {
-          open: t.open as bigint,
-          close: t.close as bigint,
-          weights: t.weights.map((w) => [w.tNs, w.weight] as const),
-        };
-      }),
-      (x, y) => sc.energyJ(0, x, y),
-      IDLE_W,
-    );
+    const truth = fairShare(all.map(truthWindow), (x, y) => sc.energyJ(0, x, y), IDLE_W);
     const heavy = new Set([...starting, ...crowded, ...held, ...alone]);
     let crowdSum = 0;
     let crowdTruth = 0;
@@ -247,18 +236,7 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
     expect(client?.received).toBe(received + 2);
     const tb = b.edgeTimes();
     expect(tb.weights.map((w) => w.weight)).toEqual([2, 6]);
-    const truth = fairShare(
-      [a, b].map((m) => {
-        const t = m.edgeTimes();
-        return {
-          open: t.open as bigint,
-          close: t.close as bigint,
-          weights: t.weights.map((w) => [w.tNs, w.weight] as const),
-        };
-      }),
-      (x, y) => sc.energyJ(0, x, y),
-      IDLE_W,
-    );
+    const truth = fairShare([a, b].map(truthWindow), (x, y) => sc.energyJ(0, x, y), IDLE_W);
     for (const [i, m] of [a, b].entries()) {
       const e = m.result();
       expect(e.method).toBe("sampled");

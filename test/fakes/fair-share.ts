@@ -13,6 +13,22 @@ export interface TruthWindow {
   readonly weights: readonly (readonly [bigint, number])[];
 }
 
+/** What the truth reads of a window: its edges and weights (a Meter's edgeTimes()). */
+export interface WithEdges {
+  edgeTimes(): {
+    open: bigint | null;
+    close: bigint | null;
+    weights: { tNs: bigint; weight: number }[];
+  };
+}
+
+/** A closed window as the truth sees it. */
+export function truthWindow(m: WithEdges): TruthWindow {
+  const t = m.edgeTimes();
+  if (t.open === null || t.close === null) throw new Error("window has no edges");
+  return { open: t.open, close: t.close, weights: t.weights.map((w) => [w.tNs, w.weight] as const) };
+}
+
 /** What the truth says about a set of windows. */
 export interface FairShare {
   /** Each window's exact share of the energy above idle (J), in the order given. */
