@@ -225,6 +225,47 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
     expect(client?.dead).toBeNull();
   });
 
+  it("the record published on giul:energy is the one result() returned right after close(), tokens included, as on the window's own thread", async () => {
+    const { Meter, client } = await readyWorker();
+    const { subscribe, unsubscribe } = await import("node:diagnostics_channel");
+    const published = new Map<unknown, import("../src/energy.js").Energy>();
+    const listener = (message: unknown): void => {
+      const { meter, energy } = message as import("../src/diagnostics.js").EnergyMessage;
+      published.set(meter, energy);
+    };
+    subscribe("giul:energy", listener);
+    try {
+      const received = client?.received ?? 0;
+      // Windows closing together: their outcomes come back in one message from the worker.
+      const windows = await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          const m = await Meter.forNode(node, { joulesPer1kHint: 4000 }).open();
+          await sleep(40 + (i % 3));
+          await m.close();
+          return { m, e: m.result({ tokens: 300 }) };
+        }),
+      );
+      expect(client?.received).toBe(received + windows.length);
+      await sleep(5);
+      const truth = fairShare(
+        windows.map(({ m }) => truthWindow(m)),
+        (x, y) => sc.energyJ(0, x, y),
+        IDLE_W,
+      );
+      for (const [i, { m, e }] of windows.entries()) {
+        expect(published.get(m)).toBe(e);
+        expect(e.tokens).toBe(300);
+        expect(e.method).toBe("sampled");
+        const share = truth.shares[i] as number;
+        expect(Math.abs((e.joules as number) - share)).toBeLessThanOrEqual(
+          (e.uncertaintyJoules as number) + share * 0.01,
+        );
+      }
+    } finally {
+      unsubscribe("giul:energy", listener);
+    }
+  });
+
   it("weights and their changes are followed: two windows' shares against the exact fair share", async () => {
     const { Meter, client } = await readyWorker();
     const received = client?.received ?? 0;

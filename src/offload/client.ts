@@ -307,7 +307,7 @@ export class OffloadClient {
   private watch(): void {
     if (this.watchdog !== null) return;
     let seen = this.owners;
-    this.watchdog = setInterval(() => {
+    const look = (): void => {
       const late = `the accounting worker gave no outcome within ${WATCH_MS / 1000} s of the window's close`;
       for (const [owner, w] of this.waiting) {
         if (owner > seen) continue;
@@ -316,7 +316,9 @@ export class OffloadClient {
       }
       seen = this.owners;
       this.settled();
-    }, WATCH_MS);
+    };
+    // Outcomes are handed over from a microtask (see receive).
+    this.watchdog = setInterval(() => queueMicrotask(look), WATCH_MS);
     this.watchdog.unref();
   }
 
@@ -344,10 +346,20 @@ export class OffloadClient {
       this.ready = true;
       return;
     }
+    // Handed over from a microtask, as the ledger hands over a close on the window's own thread
+    // (ledger-settle.ts): a caller's `await m.close(); m.result({ tokens })` then runs before the
+    // giul:energy record of a window whose result() nobody asked for is published (next tick,
+    // without tokens). From this message's callback itself, every window of the batch was
+    // published without its tokens, and its record charged twice.
+    queueMicrotask(() => this.deliver(message.numbers, message.strings));
+  }
+
+  /** Hands each window of a batch its outcome. */
+  private deliver(numbers: Float64Array, strings: readonly string[]): void {
     const waiting = this.waiting;
     decodeOutcomes(
-      message.numbers,
-      message.strings,
+      numbers,
+      strings,
       // A window dropped unclosed: nobody waits.
       (owner) => waiting.get(owner)?.names ?? null,
       (owner, outcome) => {
@@ -365,8 +377,10 @@ export class OffloadClient {
     this.dead = reason;
     debug("offload: %s", reason);
     const outcome = failedOutcome(reason);
-    for (const w of this.waiting.values()) resolve(w, outcome);
+    const waited = [...this.waiting.values()];
     this.waiting.clear();
+    // From a microtask, as every outcome (see receive).
+    if (waited.length > 0) queueMicrotask(() => waited.forEach((w) => resolve(w, outcome)));
     this.settled();
     // Windows from now on are accounted on this thread: the worker's isolate is not kept.
     void this.worker.terminate().catch(() => {});
