@@ -380,7 +380,10 @@ export class OffloadClient {
     const waited = [...this.waiting.values()];
     this.waiting.clear();
     // From a microtask, as every outcome (see receive).
-    if (waited.length > 0) queueMicrotask(() => waited.forEach((w) => resolve(w, outcome)));
+    if (waited.length > 0)
+      queueMicrotask(() => {
+        for (const w of waited) resolve(w, outcome);
+      });
     this.settled();
     // Windows from now on are accounted on this thread: the worker's isolate is not kept.
     void this.worker.terminate().catch(() => {});
