@@ -88,8 +88,11 @@ abstract class CloseWaitBase<T> {
   private arrivedOnce = false;
 
   constructor(
-    /** The contention check still to await (it never rejects: a failure is giul's own). */
-    private readonly contention: Promise<void> | null,
+    /**
+     * The contention check still to await (it never rejects: a failure is giul's own). Set before
+     * the figures can arrive (they never arrive from within the call that takes the waiter).
+     */
+    public contention: Promise<void> | null,
     private readonly resolve: () => void,
     private readonly reject: (error: unknown) => void,
   ) {}
@@ -573,19 +576,20 @@ export class Meter {
    * its reaction alive (bench/RESULTS.md), where a callback keeps a few words.
    */
   private finishRemote(remote: OffloadedWindow): Promise<void> {
-    // Its edges as bigints only where something reads them.
-    const watcher = this.watcher;
-    const announce = windowCloseChannel.hasSubscribers;
-    let contention: Promise<void> | null = null;
-    if (announce || watcher !== null) {
-      const [openNs, closeNs] = this.windowNs();
-      if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
-      if (watcher !== null) contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
-    }
     return new Promise<void>((resolve, reject) => {
-      const wait = new Meter.RemoteCloseWait(this, remote, contention, resolve, reject);
+      const wait = new Meter.RemoteCloseWait(this, remote, null, resolve, reject);
       try {
+        // The closing edge first: the instants below end at it.
         (this.offload as OffloadCard).close(remote, wait);
+        // Its edges as bigints only where something reads them.
+        const watcher = this.watcher;
+        const announce = windowCloseChannel.hasSubscribers;
+        if (announce || watcher !== null) {
+          const [openNs, closeNs] = this.windowNs();
+          if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
+          if (watcher !== null)
+            wait.contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
+        }
       } catch (error) {
         wait.failed(error);
       }

@@ -266,6 +266,49 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
     }
   });
 
+  it("a window's closing edge is its close, not its last mark: on giul:window:close and for the tenants seen at it", async () => {
+    const { Meter, client } = await readyWorker();
+    const { subscribe, unsubscribe } = await import("node:diagnostics_channel");
+    const closes: import("../src/diagnostics.js").WindowCloseMessage[] = [];
+    const listener = (message: unknown): void => {
+      closes.push(message as import("../src/diagnostics.js").WindowCloseMessage);
+    };
+    subscribe("giul:window:close", listener);
+    // A serving node, and a tenant that arrives after the window's mark and stays.
+    const shared = { ...node, servingMatch: "vllm" };
+    const server = { pid: 1000, usedMib: 60_000, name: "VLLM::EngineCore" };
+    const arrives = sc.nowMs() + 120;
+    sc.update({
+      devices: [
+        {
+          power: 260,
+          counterStepMs: 10,
+          procs: [server, { pid: 3000, usedMib: 20_000, name: "eval.py", fromMs: arrives }],
+        },
+      ],
+    });
+    try {
+      const received = client?.received ?? 0;
+      const m = await Meter.forNode(shared).open();
+      await sleep(40);
+      m.mark("before-the-tenant");
+      await sleep(200);
+      await m.close();
+      expect(client?.received).toBe(received + 1); // the worker's
+      const t = m.edgeTimes();
+      expect(closes.map((c) => c.meter)).toEqual([m]);
+      expect(closes[0]?.openNs).toBe(t.open);
+      expect(closes[0]?.closeNs).toBe(t.close);
+      expect(t.close as bigint).toBeGreaterThan(t.marks[0]?.tNs as bigint);
+      const e = m.result();
+      expect(e.contended).toBe(true);
+      expect(e.contendedBy.map((p) => p.pid)).toEqual([3000]);
+    } finally {
+      unsubscribe("giul:window:close", listener);
+      sc.update({ devices: [{ power: 260, counterStepMs: 10 }] });
+    }
+  });
+
   it("weights and their changes are followed: two windows' shares against the exact fair share", async () => {
     const { Meter, client } = await readyWorker();
     const received = client?.received ?? 0;
