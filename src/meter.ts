@@ -577,7 +577,7 @@ export class Meter {
    */
   private finishRemote(remote: OffloadedWindow): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const wait = new Meter.RemoteCloseWait(this, remote, null, resolve, reject);
+      const wait = new Meter.RemoteCloseWait(this, remote, resolve, reject);
       try {
         // The closing edge first: the instants below end at it.
         (this.offload as OffloadCard).close(remote, wait);
@@ -601,14 +601,14 @@ export class Meter {
     extends CloseWaitBase<Outcome>
     implements OutcomeWaiter
   {
+    /** Its contention check is handed over once the closing edge is appended (see finishRemote). */
     constructor(
       private readonly meter: Meter,
       private readonly remote: OffloadedWindow,
-      contention: Promise<void> | null,
       resolve: () => void,
       reject: (error: unknown) => void,
     ) {
-      super(contention, resolve, reject);
+      super(null, resolve, reject);
     }
 
     received(outcome: Outcome): void {

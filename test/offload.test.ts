@@ -7,6 +7,7 @@ import { fairShare, truthWindow } from "./fakes/fair-share.js";
 import { BROKEN_WORKER, DYING_WORKER } from "./fakes/offload-workers.js";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
+import { untilReady } from "./fakes/worker-ready.js";
 
 // The accounting worker (GIUL_ACCOUNTING=worker, src/offload/) when it cannot do its work: a
 // worker that never starts costs no window anything (they are accounted on their own thread), and
@@ -50,7 +51,7 @@ async function readyWorker() {
   const warm = await Meter.forNode(node).open();
   await warm.close();
   const client = offloadClient();
-  for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+  await untilReady(client);
   return { Meter, client };
 }
 
@@ -115,7 +116,7 @@ describe.runIf(nativeReady())("GIUL_ACCOUNTING", () => {
     const starting = await openMany(8, 1);
     const client = offloadClient();
     expect(client).not.toBeNull();
-    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    await untilReady(client);
     expect(client?.ready).toBe(true);
     const crowded = await openMany(40, 1);
     expect(crowded.every(isRemote)).toBe(true);
@@ -190,7 +191,7 @@ describe.runIf(nativeReady())("the accounting worker, failing", () => {
     await first.close();
     expectMeasured(first.result(), first);
     if (readyAtOpen === false) console.log("the first window opened before the worker was ready");
-    for (let waited = 0; client?.ready !== true && waited < 10_000; waited += 20) await sleep(20);
+    await untilReady(client);
     expect(client?.ready).toBe(true);
 
     const m = await Meter.forNode(node, { joulesPer1kHint: 1000 }).open();
