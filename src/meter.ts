@@ -39,6 +39,7 @@ import {
   type OutcomeWaiter,
   offloadCardFor,
 } from "./offload/client.js";
+import { PackedOutcome } from "./offload/codec.js";
 import { openTrackLater, openTrackNow } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue } from "./validate.js";
@@ -175,7 +176,8 @@ export class Meter {
   private notReady: string | null = null;
   private syncFailure: string | null = null;
   private closing: Promise<void> | null = null;
-  private outcome: Outcome | null = null;
+  /** What close() measured: an offloaded window's as the worker sent it, its stages in the order of its marks. */
+  private outcome: Outcome | PackedOutcome | null = null;
 
   private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
@@ -311,8 +313,7 @@ export class Meter {
     try {
       // Throws where GIUL_ACCOUNTING names no way giul knows.
       card = offloadCardFor(track, this.periodMs);
-      if (card !== null)
-        remote = card.open(this.initialWeight, this.node.idleW, this.attribution, this.marks);
+      if (card !== null) remote = card.open(this.initialWeight, this.node.idleW, this.attribution);
       if (remote === null) {
         ledger = ledgerFor(track);
         entries = ledger.openWindow(this.initialWeight, this.node.idleW);
@@ -395,8 +396,7 @@ export class Meter {
 
   /**
    * The marks so far and `mark`, in a list of exact size: grown by push(), a list of one or two
-   * marks takes room for 17, kept as long as the window. (An offloaded window's stage names are
-   * the same list.)
+   * marks takes room for 17, kept as long as the window.
    */
   private addMark(mark: StageMark): void {
     const before = this.marks;
@@ -404,7 +404,6 @@ export class Meter {
     for (let i = 0; i < before.length; i++) marks[i] = before[i] as StageMark;
     marks[before.length] = mark;
     this.marks = marks;
-    if (this.remote !== null) this.remote.names = marks;
   }
 
   /**
@@ -598,7 +597,7 @@ export class Meter {
 
   /** An offloaded window's close waiting for the worker's outcome. */
   private static readonly RemoteCloseWait = class RemoteCloseWait
-    extends CloseWaitBase<Outcome>
+    extends CloseWaitBase<Outcome | PackedOutcome>
     implements OutcomeWaiter
   {
     /** Its contention check is handed over once the closing edge is appended (see finishRemote). */
@@ -611,7 +610,7 @@ export class Meter {
       super(null, resolve, reject);
     }
 
-    received(outcome: Outcome): void {
+    received(outcome: Outcome | PackedOutcome): void {
       this.arrived(outcome, null);
     }
 
@@ -620,7 +619,7 @@ export class Meter {
       this.arrived(null, { error });
     }
 
-    protected measure(outcome: Outcome | null, thrown: { error: unknown } | null): void {
+    protected measure(outcome: Outcome | PackedOutcome | null, thrown: { error: unknown } | null): void {
       this.meter.remoteMeasured(this.remote, outcome, thrown);
     }
   };
@@ -628,20 +627,27 @@ export class Meter {
   /** An offloaded window's outcome, once the worker sent it (`thrown`: closing it failed). */
   private remoteMeasured(
     remote: OffloadedWindow,
-    outcome: Outcome | null,
+    outcome: Outcome | PackedOutcome | null,
     thrown: { error: unknown } | null,
   ): void {
     const track = this.track as Track;
     const epochNs = (this.offload as OffloadCard).epochNs;
     try {
       if (thrown !== null) throw thrown.error;
-      const got = outcome as Outcome;
       const failure = this.syncFailure ?? this.notReady;
-      // Its stages came back named (./offload/codec.ts): as it is, unless something failed.
-      this.outcome =
-        failure === null && got.stages.length === this.marks.length
-          ? got
-          : namedOutcome(got, epochNs, remote, this.marks, failure);
+      if (outcome instanceof PackedOutcome) {
+        // Kept packed, read by result(), unless something failed.
+        this.outcome =
+          failure === null && outcome.stageCount === this.marks.length
+            ? outcome
+            : namedOutcome(outcome.unpack(this.marks), epochNs, remote, this.marks, failure);
+      } else {
+        const got = outcome as Outcome;
+        this.outcome =
+          failure === null && got.stages.length === this.marks.length
+            ? got
+            : namedOutcome(got, epochNs, remote, this.marks, failure);
+      }
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
       this.outcome = namedOutcome(null, epochNs, remote, this.marks, reason);
@@ -675,14 +681,25 @@ export class Meter {
       "tokens",
       checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
     );
+    const outcome = this.outcome;
     const stages: Record<string, Energy> = {};
-    for (const stage of this.outcome.stages) {
-      stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
+    let energy: Energy;
+    if (outcome instanceof PackedOutcome) {
+      // Read span by span into one shared object (charge() keeps none of it): 1 + stages spans.
+      const marks = this.marks;
+      for (let i = 0; i < marks.length; i++) {
+        const mark = marks[i] as StageMark;
+        const span = outcome.span(i + 1);
+        stages[mark.name] = charge(span.measurement, this.chargeContext(span, mark.tokens, NO_STAGES));
+      }
+      const total = outcome.span(0);
+      energy = charge(total.measurement, this.chargeContext(total, tokens, stages));
+    } else {
+      for (const stage of outcome.stages) {
+        stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
+      }
+      energy = charge(outcome.total.measurement, this.chargeContext(outcome.total, tokens, stages));
     }
-    const energy = charge(
-      this.outcome.total.measurement,
-      this.chargeContext(this.outcome.total, tokens, stages),
-    );
     // The shared context keeps no window's records alive.
     CHARGE_CONTEXT.stages = NO_STAGES;
     CHARGE_CONTEXT.contendedBy = null;

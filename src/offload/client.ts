@@ -26,7 +26,7 @@ import type { Attribution } from "../energy.js";
 import { GiulError } from "../errors.js";
 import { idleConflict } from "../ledger.js";
 import type { Outcome } from "../meter-measure.js";
-import { decodeOutcomes, failedOutcome, type StageName } from "./codec.js";
+import { decodeOutcomes, failedOutcome, type PackedOutcome } from "./codec.js";
 import {
   KIND_CLOSE,
   KIND_MARK,
@@ -46,7 +46,8 @@ export interface OffloadableTrack extends Track {
 
 /** What waits for an offloaded window's outcome (an object: a crowd of closures kept their scopes). */
 export interface OutcomeWaiter {
-  received(outcome: Outcome): void;
+  /** The window's outcome: as the worker sent it (its stages in the order of its marks), or a failure. */
+  received(outcome: Outcome | PackedOutcome): void;
 }
 
 /** One window followed by the worker: its number, and the instants of its events (ns, the log's). */
@@ -70,13 +71,10 @@ export class OffloadedWindow {
   readonly initial: number;
   /** What its close hands the outcome to while it waits for the worker (see OffloadClient.outcomeThen). */
   done: OutcomeWaiter | null = null;
-  /** The window's stages as it marks them (the Meter's own list: the outcome's stages are named so). */
-  names: readonly StageName[];
-  constructor(owner: number, weight: number, names: readonly StageName[]) {
+  constructor(owner: number, weight: number) {
     this.owner = owner;
     this.weight = weight;
     this.initial = weight;
-    this.names = names;
   }
 
   /** The index of its newest event. */
@@ -96,13 +94,8 @@ export class OffloadCard {
   ) {}
 
   /** Opens a window (throws GiulError naming idleW on a conflicting idle floor), or null. */
-  open(
-    weight: number,
-    idleW: number,
-    attribution: Attribution,
-    names: readonly StageName[],
-  ): OffloadedWindow | null {
-    const w = new OffloadedWindow(this.client.nextOwner(), weight, names);
+  open(weight: number, idleW: number, attribution: Attribution): OffloadedWindow | null {
+    const w = new OffloadedWindow(this.client.nextOwner(), weight);
     const kind = attribution === "exclusive" ? KIND_OPEN_EXCLUSIVE : KIND_OPEN_SHARED;
     const t = this.append(weight, 1, idleW, w.owner, weight, kind);
     if (t === -1) throw idleConflict(idleW, this.log.idleW());
@@ -361,7 +354,7 @@ export class OffloadClient {
       numbers,
       strings,
       // A window dropped unclosed: nobody waits.
-      (owner) => waiting.get(owner)?.names ?? null,
+      (owner) => waiting.has(owner),
       (owner, outcome) => {
         const w = waiting.get(owner) as OffloadedWindow;
         waiting.delete(owner);
@@ -391,7 +384,7 @@ export class OffloadClient {
 }
 
 /** Resolves a window's close with `outcome` (once: the resolver is dropped). */
-function resolve(w: OffloadedWindow, outcome: Outcome): void {
+function resolve(w: OffloadedWindow, outcome: Outcome | PackedOutcome): void {
   const done = w.done;
   w.done = null;
   done?.received(outcome);

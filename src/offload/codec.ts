@@ -122,38 +122,103 @@ export interface StageName {
   readonly tokens: number | null;
 }
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** PackedOutcome.span()'s objects: one of each for every call (charge() keeps none of them). */
+const SPAN_SCRATCH: Mutable<SpanOutcome> = {
+  measurement: fail("not measured"),
+  seconds: 0,
+  concurrency: null,
+};
+const SHARE_SCRATCH: Mutable<ShareMeasurement> = {
+  ok: true,
+  share: true,
+  aboveJoules: 0,
+  cardAboveJoules: null,
+  uncertaintyJoules: 0,
+  samples: 0,
+  maxGapMs: 0,
+  caveat: null,
+};
+const GROSS_SCRATCH: Mutable<Extract<SpanMeasurement, { ok: true }>> = {
+  ok: true,
+  grossJoules: 0,
+  samples: 0,
+  maxGapMs: 0,
+  uncertaintyJoules: 0,
+  caveat: null,
+};
+const FAILED_SCRATCH: { ok: false; reason: string } = { ok: false, reason: "not measured" };
+
 /**
- * Reads back what encodeOutcomes wrote, window by window: `want(owner)` says how the window's
- * stages are named (null: nobody waits for it, skipped unread), `each` gets the outcome, its
- * stages named so (a count that does not match the names: no stages).
+ * One window's outcome as the worker sent it: where its rows are in its batch's numbers, read when
+ * its record is built. Reading every window's rows into objects as the batch came (three spans of
+ * three objects each, about 1 kB a window) was most of what the event loop allocated for an
+ * offloaded window, for objects read once by result() (bench/RESULTS.md). It keeps its batch's
+ * numbers (11 a span, for every window of the batch) as long as it is kept.
  */
-export function decodeOutcomes(
-  numbers: Float64Array,
-  strings: readonly string[],
-  want: (owner: number) => readonly StageName[] | null,
-  each: (owner: number, outcome: Outcome) => void,
-): void {
-  let at = 0;
-  while (at < numbers.length) {
-    const owner = numbers[at] as number;
-    const count = numbers[at + 1] as number;
-    at += 2;
-    const names = want(owner);
-    if (names === null) {
-      at += (1 + count) * ROW;
-      continue;
+export class PackedOutcome {
+  constructor(
+    private readonly numbers: Float64Array,
+    /** Where its total's row begins. */
+    private readonly at: number,
+    /** Its stages' rows, after the total's. */
+    readonly stageCount: number,
+    private readonly strings: readonly string[],
+  ) {}
+
+  /**
+   * Span `i` (0: the total, then each stage in the order of its marks) as one object shared by
+   * every call, and so is its measurement: valid until the next call, for a reader that keeps
+   * neither (charge()). Its concurrency is its own (a record keeps it).
+   */
+  span(i: number): SpanOutcome {
+    const numbers = this.numbers;
+    const at = this.at + i * ROW;
+    const kind = numbers[at] as number;
+    const out = SPAN_SCRATCH;
+    if (kind === FAILED) {
+      FAILED_SCRATCH.reason = text(numbers, at + 10, this.strings) ?? "not measured";
+      out.measurement = FAILED_SCRATCH;
+    } else if (kind === SHARE) {
+      const m = SHARE_SCRATCH;
+      const card = numbers[at + 2] as number;
+      m.aboveJoules = numbers[at + 1] as number;
+      m.cardAboveJoules = Number.isNaN(card) ? null : card;
+      m.uncertaintyJoules = numbers[at + 3] as number;
+      m.samples = numbers[at + 4] as number;
+      m.maxGapMs = numbers[at + 5] as number;
+      m.caveat = text(numbers, at + 9, this.strings);
+      out.measurement = m;
+    } else {
+      const m = GROSS_SCRATCH;
+      m.grossJoules = numbers[at + 1] as number;
+      m.uncertaintyJoules = numbers[at + 3] as number;
+      m.samples = numbers[at + 4] as number;
+      m.maxGapMs = numbers[at + 5] as number;
+      m.caveat = text(numbers, at + 9, this.strings);
+      out.measurement = m;
     }
+    out.seconds = numbers[at + 6] as number;
+    out.concurrency = concurrencyAt(numbers, at);
+    return out;
+  }
+
+  /** As objects of its own, its stages named `names` (a count that does not match the names: no stages). */
+  unpack(names: readonly StageName[]): Outcome {
+    const numbers = this.numbers;
+    const strings = this.strings;
+    let at = this.at;
     const total: SpanOutcome = {
       measurement: measurementAt(numbers, at, strings),
       seconds: numbers[at + 6] as number,
       concurrency: concurrencyAt(numbers, at),
     };
     at += ROW;
-    const named = count === names.length;
-    const stages: Outcome["stages"][number][] = new Array(named ? count : 0);
-    for (let i = 0; i < count; i++, at += ROW) {
-      const name = names[i];
-      if (name === undefined || !named) continue;
+    const named = this.stageCount === names.length;
+    const stages: Outcome["stages"][number][] = new Array(named ? this.stageCount : 0);
+    for (let i = 0; named && i < this.stageCount; i++, at += ROW) {
+      const name = names[i] as StageName;
       stages[i] = {
         name: name.name,
         tokens: name.tokens,
@@ -162,6 +227,26 @@ export function decodeOutcomes(
         concurrency: concurrencyAt(numbers, at),
       };
     }
-    each(owner, { total, stages });
+    return { total, stages };
+  }
+}
+
+/**
+ * Reads back what encodeOutcomes wrote, window by window: `waited(owner)` says whether anyone
+ * waits for the window (not: skipped), `each` gets its outcome, still packed.
+ */
+export function decodeOutcomes(
+  numbers: Float64Array,
+  strings: readonly string[],
+  waited: (owner: number) => boolean,
+  each: (owner: number, outcome: PackedOutcome) => void,
+): void {
+  let at = 0;
+  while (at < numbers.length) {
+    const owner = numbers[at] as number;
+    const count = numbers[at + 1] as number;
+    at += 2;
+    if (waited(owner)) each(owner, new PackedOutcome(numbers, at, count, strings));
+    at += (1 + count) * ROW;
   }
 }
