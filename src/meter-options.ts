@@ -89,6 +89,9 @@ export function checkTokens(field: string, tokens: unknown): number | null {
   return tokens;
 }
 
+/** What checkOptions() gives for no options: one object (read, never written), not one per call. */
+const NO_OPTIONS: Readonly<Record<string, never>> = Object.freeze({});
+
 /**
  * The options object of a call (`undefined` and `null` are no options): an object whose keys are
  * all known, else a GiulError naming the key and the one meant.
@@ -98,7 +101,7 @@ export function checkOptions<T extends object>(
   options: unknown,
   known: readonly string[],
 ): Partial<T> {
-  if (options === undefined || options === null) return {};
+  if (options === undefined || options === null) return NO_OPTIONS as Partial<T>;
   if (typeof options !== "object" || Array.isArray(options)) {
     throw optionError(what, `expected an object, got ${describeValue(options)}`);
   }

@@ -288,8 +288,14 @@ export class OffloadClient {
       this.worker.ref();
     }
     this.watch();
-    // One poke until the worker takes it, however many windows close meanwhile.
-    if (Atomics.compareExchange(this.flags, POKE_FLAG, 0, 1) === 0) this.post({ type: "poke" });
+    // One poke until the worker takes it, however many windows close meanwhile. Looked at before
+    // it is swapped: the flag's word is the worker's too, and a compare-and-swap takes it from the
+    // worker's core even when it fails (while the worker is busy, for almost every close).
+    if (
+      Atomics.load(this.flags, POKE_FLAG) === 0 &&
+      Atomics.compareExchange(this.flags, POKE_FLAG, 0, 1) === 0
+    )
+      this.post({ type: "poke" });
   }
 
   /**
