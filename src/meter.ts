@@ -40,13 +40,16 @@ import {
   offloadCardFor,
 } from "./offload/client.js";
 import { PackedOutcome } from "./offload/codec.js";
-import { openTrackLater, openTrackNow } from "./open-track.js";
+import { type OpenedTrack, openTrackLater, openTrackNow } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue } from "./validate.js";
 
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter-options.js";
 
 type State = "new" | "opening" | "open" | "closing" | "closed";
+
+/** A window's track as open() got it, or no backend (selection null) where getting it failed. */
+type Opening = Omit<OpenedTrack, "selection"> & { readonly selection: Selection | null };
 
 declare global {
   interface SymbolConstructor {
@@ -280,25 +283,54 @@ export class Meter {
    * whatever the card does (past it the window is not measured, and says why). Never rejects for
    * the card's sake.
    */
-  async open(): Promise<this> {
+  open(): Promise<this> {
     if (this.state !== "new")
-      throw new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`);
+      return Promise.reject(new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`));
     this.state = "opening";
-    let track: Track;
+    let opened: Opening | null;
     try {
-      // A card already probed and sampling: nothing to await.
-      const opened =
-        openTrackNow(this.node, this.forced, this.periodMs) ??
-        (await openTrackLater(this.node, this.forced, this.periodMs));
-      this.selection = opened.selection;
-      track = opened.track;
-      this.notReady = opened.notReady;
+      // A card already probed and sampling: nothing to await, and no async frame either (an async
+      // function's frame is a few hundred bytes a window for the collector).
+      opened = openTrackNow(this.node, this.forced, this.periodMs);
     } catch (error) {
-      // openTrack() never rejects; this is belt and braces for the caller's sake.
-      track = new NullTrack(`opening the window failed: ${String(error)}`);
-      this.notReady = `opening the window failed: ${String(error)}`;
-      debug("open failed: %s", String(error));
+      opened = this.failedOpening(error);
     }
+    if (opened === null) return this.openLater();
+    try {
+      this.opened(opened);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return Promise.resolve(this);
+  }
+
+  /** open() where the card is still to be probed or its sampler to start. */
+  private async openLater(): Promise<this> {
+    let opened: Opening;
+    try {
+      opened = await openTrackLater(this.node, this.forced, this.periodMs);
+    } catch (error) {
+      opened = this.failedOpening(error);
+    }
+    this.opened(opened);
+    return this;
+  }
+
+  /** openTrack() never throws; this is belt and braces for the caller's sake: no backend, and why. */
+  private failedOpening(error: unknown): Opening {
+    const reason = `opening the window failed: ${String(error)}`;
+    debug("open failed: %s", String(error));
+    return { selection: null, track: new NullTrack(reason), notReady: reason };
+  }
+
+  /**
+   * The rest of open(), its track in hand: the opening edge. Throws a GiulError for a configuration
+   * error (GIUL_BACKEND, GIUL_ACCOUNTING, a conflicting idleW), the window back to new.
+   */
+  private opened(opened: Opening): void {
+    this.selection = opened.selection;
+    const track = opened.track;
+    this.notReady = opened.notReady;
     const forcedUnavailable = this.selection?.forcedUnavailable;
     if (forcedUnavailable !== undefined) {
       // A diagnosis override that cannot work is a configuration error: say so, never fall back.
@@ -347,7 +379,6 @@ export class Meter {
     this.state = "open";
     if (windowOpenChannel.hasSubscribers)
       announceOpen(this, this.selection?.backend ?? "none", this.openNs());
-    return this;
   }
 
   /**
