@@ -87,6 +87,24 @@ const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] }
  * sent its outcome): await its contention check, then measure it, once, and settle close()'s
  * promise. One object per close, where closures kept their scopes alive (bench/RESULTS.md).
  */
+/**
+ * The resolvers of the promise just made with `new Promise(captureResolvers)`, read at once after
+ * it: a closing window's promise made with no executor closure and scope of its own (a crowd of
+ * closing windows each kept them for the collector).
+ */
+const NOOP = (): void => {};
+let resolved: () => void = NOOP;
+let rejected: (error: unknown) => void = NOOP;
+function captureResolvers(resolve: () => void, reject: (error: unknown) => void): void {
+  resolved = resolve;
+  rejected = reject;
+}
+/** Once they are handed over: the last closed window's promise is not kept from the collector. */
+function forgetResolvers(): void {
+  resolved = NOOP;
+  rejected = NOOP;
+}
+
 abstract class CloseWaitBase<T> {
   /** The figures came: a second arrival (getting them threw after the waiter was taken) is ignored. */
   private arrivedOnce = false;
@@ -520,14 +538,15 @@ export class Meter {
     // One promise per closing window, resolved from the ledger's call of one waiter: a crowd of
     // closing windows each kept a chain of promises, then closures and their scopes, alive
     // (bench/RESULTS.md).
-    return new Promise<void>((resolve, reject) => {
-      const wait = new Meter.CloseWait(this, closeEvent, concurrency, contention, resolve, reject);
-      try {
-        ledger.settleThen(wait);
-      } catch (error) {
-        wait.accounted({ error });
-      }
-    });
+    const closed = new Promise<void>(captureResolvers);
+    const wait = new Meter.CloseWait(this, closeEvent, concurrency, contention, resolved, rejected);
+    forgetResolvers();
+    try {
+      ledger.settleThen(wait);
+    } catch (error) {
+      wait.accounted({ error });
+    }
+    return closed;
   }
 
   /** A close waiting for its window's events to be accounted (CardLedger.settleThen). */
@@ -606,24 +625,25 @@ export class Meter {
    * its reaction alive (bench/RESULTS.md), where a callback keeps a few words.
    */
   private finishRemote(remote: OffloadedWindow): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const wait = new Meter.RemoteCloseWait(this, remote, resolve, reject);
-      try {
-        // The closing edge first: the instants below end at it.
-        (this.offload as OffloadCard).close(remote, wait);
-        // Its edges as bigints only where something reads them.
-        const watcher = this.watcher;
-        const announce = windowCloseChannel.hasSubscribers;
-        if (announce || watcher !== null) {
-          const [openNs, closeNs] = this.windowNs();
-          if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
-          if (watcher !== null)
-            wait.contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
-        }
-      } catch (error) {
-        wait.failed(error);
+    const closed = new Promise<void>(captureResolvers);
+    const wait = new Meter.RemoteCloseWait(this, remote, resolved, rejected);
+    forgetResolvers();
+    try {
+      // The closing edge first: the instants below end at it.
+      (this.offload as OffloadCard).close(remote, wait);
+      // Its edges as bigints only where something reads them.
+      const watcher = this.watcher;
+      const announce = windowCloseChannel.hasSubscribers;
+      if (announce || watcher !== null) {
+        const [openNs, closeNs] = this.windowNs();
+        if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
+        if (watcher !== null)
+          wait.contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
       }
-    });
+    } catch (error) {
+      wait.failed(error);
+    }
+    return closed;
   }
 
   /** An offloaded window's close waiting for the worker's outcome. */
