@@ -82,17 +82,12 @@ const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] }
   concurrency: null,
 };
 
-/**
- * A close's last steps once its figures are in (the ledger has accounted its events, or the worker
- * sent its outcome): await its contention check, then measure it, once, and settle close()'s
- * promise. One object per close, where closures kept their scopes alive (bench/RESULTS.md).
- */
+const NOOP = (): void => {};
 /**
  * The resolvers of the promise just made with `new Promise(captureResolvers)`, read at once after
  * it: a closing window's promise made with no executor closure and scope of its own (a crowd of
  * closing windows each kept them for the collector).
  */
-const NOOP = (): void => {};
 let resolved: () => void = NOOP;
 let rejected: (error: unknown) => void = NOOP;
 function captureResolvers(resolve: () => void, reject: (error: unknown) => void): void {
@@ -105,6 +100,11 @@ function forgetResolvers(): void {
   rejected = NOOP;
 }
 
+/**
+ * A close's last steps once its figures are in (the ledger has accounted its events, or the worker
+ * sent its outcome): await its contention check, then measure it, once, and settle close()'s
+ * promise. One object per close, where closures kept their scopes alive (bench/RESULTS.md).
+ */
 abstract class CloseWaitBase<T> {
   /** The figures came: a second arrival (getting them threw after the waiter was taken) is ignored. */
   private arrivedOnce = false;
