@@ -19,7 +19,9 @@
 // main thread's CPU time per window (schedstat), median over rounds, minus the bare loop's, and
 // the whole process's CPU the same way.
 // With --sequential, one window at a time instead (10 ms each), and the calls' own time too.
-// Usage: npm run build:ts && node bench/floor.js [--quick] [--sequential]
+// Usage: npm run build:ts && node bench/floor.js [--quick] [--sequential] [--processes N]
+// (--processes: N processes of each variant instead of three; on a shared host one process's figure
+// moves by 2 to 4 µs, so more of them tell a median close to a target apart from noise.)
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -211,6 +213,11 @@ function metered(variant) {
 }
 
 const quick = process.argv.includes("--quick");
+const processesAt = process.argv.indexOf("--processes");
+const reps = processesAt > 0 ? Number(process.argv[processesAt + 1]) : 3;
+if (!(Number.isInteger(reps) && reps > 0)) throw new Error("--processes: a positive whole number");
+const repsWord = reps === 3 ? "three" : String(reps);
+const repsFlag = reps === 3 ? "" : ` --processes ${reps}`;
 const sequential = process.argv.includes("--sequential");
 const runs = sequential
   ? [{ n: 1, rounds: quick ? 100 : 300 }]
@@ -225,7 +232,7 @@ for (const { n, rounds } of runs) {
   const callsBy = { bare: [], floor: [], thread: [], meter: [], worker: [] };
   /** Each process's close latency, ms: [median, p90, p99]. */
   const closeBy = { thread: [], meter: [], worker: [] };
-  for (let rep = 0; rep < 3; rep++) {
+  for (let rep = 0; rep < reps; rep++) {
     for (const variant of ["bare", "floor", "thread", "meter", "worker"]) {
       const child = spawnSync(
         process.execPath,
@@ -273,9 +280,9 @@ if (sequential) {
   console.log(`## The event loop's floor for a window, one window at a time
 
 Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.
-Command: \`node bench/floor.js --sequential${quick ? " --quick" : ""}\`. Windows of 10 ms (two marks) one after another.
+Command: \`node bench/floor.js --sequential${quick ? " --quick" : ""}${repsFlag}\`. Windows of 10 ms (two marks) one after another.
 Main-thread CPU µs per window, metered minus bare (the bare loop: ${fmt(r.bare)} µs of CPU per request of two
-sleeps), median of rounds in each process, median of three processes each (in parentheses: each
+sleeps), median of rounds in each process, median of ${repsWord} processes each (in parentheses: each
 process's figure, the bare loop not subtracted); and the calls' own time (open, two marks, close and
 result, as the caller is held by them), median µs:
 
@@ -291,9 +298,9 @@ result, as the caller is held by them), median µs:
 console.log(`## The event loop's floor for a window
 
 Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.
-Command: \`node bench/floor.js${quick ? " --quick" : ""}\`. Main-thread CPU µs per window (open + 2 marks + close + result),
+Command: \`node bench/floor.js${quick ? " --quick" : ""}${repsFlag}\`. Main-thread CPU µs per window (open + 2 marks + close + result),
 metered minus bare (bare: the same requests unmetered), median of rounds in each process, median of
-three processes each (in parentheses: each process's figure, the bare loop not subtracted):
+${repsWord} processes each (in parentheses: each process's figure, the bare loop not subtracted):
 
 | concurrent windows | bare loop | floor: ledger work off the event loop | the Meter, GIUL_ACCOUNTING=thread | the Meter (the default) | the Meter, GIUL_ACCOUNTING=worker |
 |---:|---:|---:|---:|---:|---:|
