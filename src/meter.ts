@@ -686,19 +686,13 @@ export class Meter {
     try {
       if (thrown !== null) throw thrown.error;
       const failure = this.syncFailure ?? this.notReady;
-      if (outcome instanceof PackedOutcome) {
-        // Kept packed, read by result(), unless something failed.
-        this.outcome =
-          failure === null && outcome.stageCount === this.marks.length
-            ? outcome
-            : namedOutcome(outcome.unpack(this.marks), epochNs, remote, this.marks, failure);
-      } else {
-        const got = outcome as Outcome;
-        this.outcome =
-          failure === null && got.stages.length === this.marks.length
-            ? got
-            : namedOutcome(got, epochNs, remote, this.marks, failure);
-      }
+      const got = outcome as Outcome | PackedOutcome;
+      const packed = got instanceof PackedOutcome;
+      // As it came (a packed one is read by result()), unless something failed.
+      this.outcome =
+        failure === null && (packed ? got.stageCount : got.stages.length) === this.marks.length
+          ? got
+          : namedOutcome(packed ? got.unpack(this.marks) : got, epochNs, remote, this.marks, failure);
     } catch (error) {
       const reason = `evaluating the window failed: ${String(error)}`;
       this.outcome = namedOutcome(null, epochNs, remote, this.marks, reason);

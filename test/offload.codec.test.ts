@@ -63,8 +63,11 @@ const items: OutcomeItem[] = [
 function roundTrip(waited: (owner: number) => boolean = () => true): Map<number, PackedOutcome> {
   const { numbers, strings } = encodeOutcomes(items);
   const got = new Map<number, PackedOutcome>();
-  decodeOutcomes(new Float64Array(numbers), [...strings], waited, (owner, outcome) =>
-    got.set(owner, outcome),
+  decodeOutcomes(
+    new Float64Array(numbers),
+    [...strings],
+    (owner) => (waited(owner) ? owner : undefined),
+    (owner, outcome) => got.set(owner, outcome),
   );
   return got;
 }

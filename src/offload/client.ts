@@ -360,10 +360,12 @@ export class OffloadClient {
       numbers,
       strings,
       // A window dropped unclosed: nobody waits.
-      (owner) => waiting.has(owner),
-      (owner, outcome) => {
-        const w = waiting.get(owner) as OffloadedWindow;
-        waiting.delete(owner);
+      (owner) => {
+        const w = waiting.get(owner);
+        if (w !== undefined) waiting.delete(owner);
+        return w;
+      },
+      (w, outcome) => {
         this.received += 1;
         resolve(w, outcome);
       },

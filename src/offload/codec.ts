@@ -77,39 +77,6 @@ function text(numbers: Float64Array, at: number, strings: readonly string[]): st
   return k < 0 ? null : (strings[k] ?? null);
 }
 
-/** The measurement of the row at `at`. */
-function measurementAt(
-  numbers: Float64Array,
-  at: number,
-  strings: readonly string[],
-): SpanOutcome["measurement"] {
-  const kind = numbers[at] as number;
-  if (kind === FAILED) return { ok: false, reason: text(numbers, at + 10, strings) ?? "not measured" };
-  if (kind === SHARE) {
-    const card = numbers[at + 2] as number;
-    const share: ShareMeasurement = {
-      ok: true,
-      share: true,
-      aboveJoules: numbers[at + 1] as number,
-      cardAboveJoules: Number.isNaN(card) ? null : card,
-      uncertaintyJoules: numbers[at + 3] as number,
-      samples: numbers[at + 4] as number,
-      maxGapMs: numbers[at + 5] as number,
-      caveat: text(numbers, at + 9, strings),
-    };
-    return share;
-  }
-  const span: SpanMeasurement = {
-    ok: true,
-    grossJoules: numbers[at + 1] as number,
-    samples: numbers[at + 4] as number,
-    maxGapMs: numbers[at + 5] as number,
-    uncertaintyJoules: numbers[at + 3] as number,
-    caveat: text(numbers, at + 9, strings),
-  };
-  return span;
-}
-
 /** The concurrency of the row at `at`, or null. */
 function concurrencyAt(numbers: Float64Array, at: number): Concurrency | null {
   const mean = numbers[at + 7] as number;
@@ -206,47 +173,39 @@ export class PackedOutcome {
 
   /** As objects of its own, its stages named `names` (a count that does not match the names: no stages). */
   unpack(names: readonly StageName[]): Outcome {
-    const numbers = this.numbers;
-    const strings = this.strings;
-    let at = this.at;
-    const total: SpanOutcome = {
-      measurement: measurementAt(numbers, at, strings),
-      seconds: numbers[at + 6] as number,
-      concurrency: concurrencyAt(numbers, at),
-    };
-    at += ROW;
     const named = this.stageCount === names.length;
     const stages: Outcome["stages"][number][] = new Array(named ? this.stageCount : 0);
-    for (let i = 0; named && i < this.stageCount; i++, at += ROW) {
+    for (let i = 0; named && i < this.stageCount; i++) {
       const name = names[i] as StageName;
-      stages[i] = {
-        name: name.name,
-        tokens: name.tokens,
-        measurement: measurementAt(numbers, at, strings),
-        seconds: numbers[at + 6] as number,
-        concurrency: concurrencyAt(numbers, at),
-      };
+      stages[i] = { name: name.name, tokens: name.tokens, ...this.ownSpan(i + 1) };
     }
-    return { total, stages };
+    return { total: this.ownSpan(0), stages };
+  }
+
+  /** span(i) copied out of the shared objects. */
+  private ownSpan(i: number): SpanOutcome {
+    const span = this.span(i);
+    return { measurement: { ...span.measurement }, seconds: span.seconds, concurrency: span.concurrency };
   }
 }
 
 /**
- * Reads back what encodeOutcomes wrote, window by window: `waited(owner)` says whether anyone
- * waits for the window (not: skipped), `each` gets its outcome, still packed.
+ * Reads back what encodeOutcomes wrote, window by window: `take(owner)` gives what waits for the
+ * window (undefined: nobody, skipped), `each` gets it and the window's outcome, still packed.
  */
-export function decodeOutcomes(
+export function decodeOutcomes<W>(
   numbers: Float64Array,
   strings: readonly string[],
-  waited: (owner: number) => boolean,
-  each: (owner: number, outcome: PackedOutcome) => void,
+  take: (owner: number) => W | undefined,
+  each: (waiter: W, outcome: PackedOutcome) => void,
 ): void {
   let at = 0;
   while (at < numbers.length) {
     const owner = numbers[at] as number;
     const count = numbers[at + 1] as number;
     at += 2;
-    if (waited(owner)) each(owner, new PackedOutcome(numbers, at, count, strings));
+    const waiter = take(owner);
+    if (waiter !== undefined) each(waiter, new PackedOutcome(numbers, at, count, strings));
     at += (1 + count) * ROW;
   }
 }
