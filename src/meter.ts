@@ -4,10 +4,11 @@ import { debug } from "./debug.js";
 import {
   announceClose,
   announceOpen,
-  claimEnergy,
   energyChannel,
   oweEnergy,
   publishEnergy,
+  settleOwedEnergyWith,
+  type WindowOpenMessage,
   windowCloseChannel,
   windowOpenChannel,
 } from "./diagnostics.js";
@@ -199,6 +200,22 @@ export class Meter {
   private closing: Promise<void> | null = null;
   /** What close() measured: an offloaded window's as the worker sent it, its stages in the order of its marks. */
   private outcome: Outcome | PackedOutcome | null = null;
+  /** Its record is owed to `giul:energy` (it closed while the channel had subscribers), till published. */
+  private energyOwed = false;
+  /** Its `giul:window:open` message, handed on with its close and energy messages (then let go). */
+  private opening: WindowOpenMessage | null = null;
+
+  static {
+    // A window whose record is still owed at the end of the tick it closed in: result() publishes it.
+    settleOwedEnergyWith((meter: Meter) => {
+      if (!meter.energyOwed) return;
+      try {
+        meter.result();
+      } catch {
+        meter.energyOwed = false; // a closed window's result() does not throw; were it to, owe nothing
+      }
+    });
+  }
 
   private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
@@ -395,8 +412,7 @@ export class Meter {
     this.leftovers = new Leftovers(track, heldWatch, ledger, entries, card, remote);
     abandoned.add(this, this.leftovers);
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers)
-      announceOpen(this, this.selection?.backend ?? "none", this.openNs());
+    if (windowOpenChannel.hasSubscribers) this.announceOpen();
   }
 
   /**
@@ -530,7 +546,15 @@ export class Meter {
     const openEvent = entries.events[0] as LedgerEvent;
     const closeEvent = ledger.closeWindow(entries);
     if (windowCloseChannel.hasSubscribers)
-      announceClose(this, this.selection?.backend ?? "none", openEvent.edge.tNs, closeEvent.edge.tNs);
+      announceClose(
+        this,
+        this.opening,
+        this.selection?.backend ?? "none",
+        openEvent.edge.tNs,
+        0,
+        closeEvent.edge.tNs,
+        0,
+      );
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.watcher
       ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
@@ -616,7 +640,7 @@ export class Meter {
       this.state = "closed";
     }
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
-    if (energyChannel.hasSubscribers) oweEnergy(this);
+    if (energyChannel.hasSubscribers) this.oweEnergy();
   }
 
   /**
@@ -633,12 +657,16 @@ export class Meter {
       (this.offload as OffloadCard).close(remote, wait);
       // Its edges as bigints only where something reads them.
       const watcher = this.watcher;
-      const announce = windowCloseChannel.hasSubscribers;
-      if (announce || watcher !== null) {
+      if (windowCloseChannel.hasSubscribers) {
+        const epochNs = (this.offload as OffloadCard).epochNs;
+        const times = remote.times;
+        const backend = this.selection?.backend ?? "none";
+        const last = times[remote.last] as number;
+        announceClose(this, this.opening, backend, epochNs, times[0] as number, epochNs, last);
+      }
+      if (watcher !== null) {
         const [openNs, closeNs] = this.windowNs();
-        if (announce) announceClose(this, this.selection?.backend ?? "none", openNs, closeNs);
-        if (watcher !== null)
-          wait.contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
+        wait.contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
       }
     } catch (error) {
       wait.failed(error);
@@ -700,7 +728,7 @@ export class Meter {
       track.release();
       this.state = "closed";
     }
-    if (energyChannel.hasSubscribers) oweEnergy(this);
+    if (energyChannel.hasSubscribers) this.oweEnergy();
   }
 
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
@@ -749,11 +777,49 @@ export class Meter {
     CHARGE_CONTEXT.stages = NO_STAGES;
     CHARGE_CONTEXT.contendedBy = null;
     CHARGE_CONTEXT.concurrency = null;
-    if (claimEnergy(this)) {
-      const [openNs, closeNs] = this.windowNs();
-      publishEnergy(this, energy, openNs, closeNs);
+    if (this.energyOwed) {
+      this.energyOwed = false;
+      this.publishRecord(energy);
     }
     return energy;
+  }
+
+  /** Closed while `giul:energy` had subscribers: the first result() publishes the record, else the tick's flush. */
+  private oweEnergy(): void {
+    this.energyOwed = true;
+    oweEnergy(this);
+  }
+
+  /** `giul:window:open`, the edge as the window keeps it (a bigint made only where it is read). */
+  private announceOpen(): void {
+    const backend = this.selection?.backend ?? "none";
+    const remote = this.remote;
+    this.opening =
+      remote !== null
+        ? announceOpen(this, backend, (this.offload as OffloadCard).epochNs, remote.times[0] as number)
+        : announceOpen(this, backend, this.eventNs(0), 0);
+  }
+
+  /** `giul:energy` with `energy`, the edges as the window keeps them. */
+  private publishRecord(energy: Energy): void {
+    const remote = this.remote;
+    const opening = this.opening;
+    this.opening = null;
+    if (remote !== null) {
+      const epochNs = (this.offload as OffloadCard).epochNs;
+      const times = remote.times;
+      publishEnergy(
+        this,
+        opening,
+        energy,
+        epochNs,
+        times[0] as number,
+        epochNs,
+        times[remote.last] as number,
+      );
+    } else {
+      publishEnergy(this, opening, energy, this.eventNs(0), 0, this.eventNs(this.eventCount() - 1), 0);
+    }
   }
 
   /**

@@ -84,6 +84,9 @@ describe.runIf(ready)("giul's diagnostics channels", () => {
     expect(open.node.name).toBe("iris");
     expect(open.openNs).toBe(edges.open);
     expect(close.meter).toBe(m);
+    // The open message comes back with the close and energy messages: what a subscriber kept on it.
+    expect(close.opening).toBe(open);
+    expect(energy.opening).toBe(open);
     expect(close.openNs).toBe(edges.open);
     expect(close.closeNs).toBe(edges.close);
     // The record published is the one result() returned: same object, tokens included.
@@ -93,6 +96,15 @@ describe.runIf(ready)("giul's diagnostics channels", () => {
     expect(energy.closeNs).toBe(edges.close);
     expect(energy.energy.tokens).toBe(300);
     expect(energy.energy.method).toBe("sampled");
+    // openMs / closeMs: the same edges on performance.now()'s clock (one pair of readings lines the
+    // two clocks up, within microseconds).
+    const hr = process.hrtime.bigint();
+    const now = performance.now();
+    const onPerformanceClock = (ns: bigint | null) => now - Number(hr - (ns as bigint)) / 1e6;
+    for (const message of [open, close, energy])
+      expect(Math.abs(message.openMs - onPerformanceClock(edges.open))).toBeLessThan(0.05);
+    for (const message of [close, energy])
+      expect(Math.abs(message.closeMs - onPerformanceClock(edges.close))).toBeLessThan(0.05);
     // … and it is the card's energy above idle over the window's own edges.
     const truth =
       sc.energyJ(0, edges.open as bigint, edges.close as bigint) -
@@ -187,6 +199,19 @@ describe.runIf(ready)("giul's diagnostics channels", () => {
     m.result({ tokens: 5 });
     await new Promise((r) => setImmediate(r));
     expect(seen).toEqual([]);
+  });
+
+  it("hands on no open message where nobody listened at open", async () => {
+    const m = await Meter.forNode(node).open();
+    listen();
+    await sleep(20);
+    await m.close();
+    m.result();
+    expect(seen.map((s) => s.kind)).toEqual(["close", "energy"]);
+    const [close, energy] = seen.map((s) => s.message) as [WindowCloseMessage, EnergyMessage];
+    expect(close.opening).toBeNull();
+    expect(energy.opening).toBeNull();
+    expect(energy.meter).toBe(m);
   });
 
   it("fires once per window at 200 concurrent windows", async () => {

@@ -103,16 +103,6 @@ export class LabelCache {
   }
 }
 
-// performance.now() runs on the same monotonic clock as process.hrtime, and the OpenTelemetry SDK
-// stamps spans with timeOrigin + now(): one pair of readings lines the two up for good.
-const ORIGIN_NS = process.hrtime.bigint();
-const ORIGIN_MS = performance.timeOrigin + performance.now();
-
-/** CLOCK_MONOTONIC ns (process.hrtime.bigint) as ms since the epoch, on the SDK's clock. */
-export function epochMs(tNs: bigint): number {
-  return ORIGIN_MS + Number(tNs - ORIGIN_NS) / 1e6;
-}
-
 /**
  * Ms since the epoch as OpenTelemetry's HrTime ([seconds, nanoseconds]): the SDK takes it as it
  * is, where a number in ms costs it a clock reading to tell an epoch time from a performance one.

@@ -35,15 +35,7 @@ import {
 } from "@opentelemetry/api";
 import { type EnergyMessage, GIUL_CHANNELS, type WindowOpenMessage } from "../diagnostics.js";
 import type { Energy } from "../energy.js";
-import type { Meter as GiulMeter } from "../meter.js";
-import {
-  epochMs,
-  hrTimeOfMs,
-  JOULE_BUCKETS,
-  LabelCache,
-  setEnergyAttributes,
-  stageAttributes,
-} from "./attributes.js";
+import { hrTimeOfMs, JOULE_BUCKETS, LabelCache, setEnergyAttributes, stageAttributes } from "./attributes.js";
 import { CardFigureReader, hwAttributes } from "./cards.js";
 
 export interface OpenTelemetryOptions {
@@ -74,6 +66,10 @@ export interface OpenTelemetryInstrumentation {
 }
 
 const SCOPE = "giul";
+
+/** Where giul/otel keeps, on a window's open message, the context its caller opened it in. */
+const OPENED_IN = Symbol("giul/otel: opened in");
+type Opening = WindowOpenMessage & { [OPENED_IN]?: Context };
 
 /**
  * Starts reporting every metered request (and the local cards) to OpenTelemetry. Call it once,
@@ -113,30 +109,30 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
   requests.addCallback(countRequests);
 
   // The context of the caller of open(): a window's record goes to the span active then, and only
-  // there (a record published after close()'s tick runs in no particular request's context).
-  const opened = new WeakMap<GiulMeter, Context>();
+  // there (a record published after close()'s tick runs in no particular request's context). Kept
+  // on the window's open message, which its energy message hands back (a WeakMap of open windows
+  // cost a crowded window several microseconds, bench/RESULTS.md).
   const onOpen = (message: unknown): void => {
     const active = context.active();
-    if (trace.getSpan(active) !== undefined) opened.set((message as WindowOpenMessage).meter, active);
+    if (trace.getSpan(active) !== undefined) (message as Opening)[OPENED_IN] = active;
   };
 
   const onEnergy = (message: unknown): void => {
     try {
-      const { meter: window, node, energy: e, openNs, closeNs } = message as EnergyMessage;
+      const { opening, node, energy: e, openMs, closeMs } = message as EnergyMessage;
       const tags = labels.of(e.method, e.backend, node.name);
       tags.count += 1;
       if (e.joules !== null) energy.record(e.joules, tags.labels);
       if (!onSpans && tracer === null) return;
-      const at = opened.get(window);
-      if (at !== undefined) opened.delete(window);
+      const at = opening === null ? undefined : (opening as Opening)[OPENED_IN];
       if (onSpans) {
         const span = at === undefined ? undefined : trace.getSpan(at);
-        if (span?.isRecording()) annotate(span, e, node.name, withStages ? openNs : null);
+        if (span?.isRecording()) annotate(span, e, node.name, withStages ? openMs : null);
       }
       if (tracer !== null) {
-        const span = tracer.startSpan("giul.window", { startTime: epochMs(openNs) }, at ?? ROOT_CONTEXT);
-        annotate(span, e, node.name, withStages ? openNs : null);
-        span.end(epochMs(closeNs));
+        const span = tracer.startSpan("giul.window", { startTime: hrTimeOf(openMs) }, at ?? ROOT_CONTEXT);
+        annotate(span, e, node.name, withStages ? openMs : null);
+        span.end(hrTimeOf(closeMs));
       }
     } catch (error) {
       diag.warn(`giul: recording a window failed: ${String(error)}`);
@@ -163,17 +159,26 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
 /**
  * The record on `span`, and one `giul.stage` event per stage at the stage's closing mark. Stages
  * run back to back from the opening edge, so each mark is the opening edge plus the seconds of the
- * stages up to it. No events when `openNs` is null (stageEvents: false).
+ * stages up to it. No events when `openMs` is null (stageEvents: false).
  */
-function annotate(span: Span, e: Energy, node: string, openNs: bigint | null): void {
+function annotate(span: Span, e: Energy, node: string, openMs: number | null): void {
   setEnergyAttributes(span, e, node);
-  if (openNs === null) return;
-  let at = epochMs(openNs);
+  if (openMs === null) return;
+  let at = performance.timeOrigin + openMs;
   for (const name in e.stages) {
     const stage = e.stages[name] as Energy;
     at += stage.seconds * 1000;
     span.addEvent("giul.stage", stageAttributes(name, stage), hrTimeOfMs(at));
   }
+}
+
+/**
+ * A time on performance.now()'s clock as ms since the epoch, as HrTime: the SDK stamps spans with
+ * timeOrigin + now() and takes an HrTime as it is (a number in ms costs it a clock reading to tell an
+ * epoch time from a performance one).
+ */
+function hrTimeOf(performanceMs: number): [number, number] {
+  return hrTimeOfMs(performance.timeOrigin + performanceMs);
 }
 
 /** hw.energy and hw.power for the local GPUs, observed at each collection. */
