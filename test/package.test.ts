@@ -78,9 +78,11 @@ const HOST = `${process.platform}-${process.arch}`;
 // trimmed (slabs of numbers, the abandoned-window watch, the settle callbacks: 575,263 packed,
 // 1,670,105 unpacked); then with the seqlock readers that read through a preempted writer and
 // the closes' waiter objects (580,796 packed, 1,690,501 unpacked: each bundle that holds the Meter
-// carries them): 590,000 / 1,720,000 leave a few kB for the next feature and another toolchain's
+// carries them); then with the worker's outcomes kept packed and the diagnostics channels'
+// message classes and owed-record flag (590,469 packed, 1,724,684 unpacked: README.md alone is
+// 81 kB of it): 600,000 / 1,750,000 leave a few kB for the next feature and another toolchain's
 // prebuilds, not for a regression.
-const BUDGET = { packed: 590_000, unpacked: 1_720_000 };
+const BUDGET = { packed: 600_000, unpacked: 1_750_000 };
 
 let tarball: string;
 let work: string;
