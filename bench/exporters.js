@@ -98,14 +98,25 @@ const lines = [
   `Machine: ${cpus().length} × ${cpus()[0]?.model ?? "unknown"}, ${(totalmem() / 2 ** 30) | 0} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}, load average ${Math.min(...load).toFixed(1)}–${Math.max(...load).toFixed(1)}; build: ${dist === join(root, "dist") ? "this checkout" : dist}.`,
   `Command: \`node bench/exporters.js ${argv.join(" ")}\`. ${processes} processes per configuration, interleaved, ${rounds} rounds each of`,
   `${N.toLocaleString("en")} concurrent requests in active spans: main-thread CPU µs per window, the metered round less the bare round,`,
-  `each process's median over its rounds; "added" is a configuration's median of those less the unsubscribed processes'.`,
+  `each process's median over its rounds; "added" is a configuration's median of those less the unsubscribed processes',`,
+  `with a 90 % interval from resampling the processes (one process's figure moves by several µs on a shared host).`,
   ``,
-  `| configuration | median µs | added µs | each process |`,
-  `|---|---:|---:|---|`,
+  `| configuration | median µs | added µs | added, 90 % interval | each process |`,
+  `|---|---:|---:|---:|---|`,
   ...keys.map((key) => {
     const cpu = cpuOf(key);
+    const each = runs[key].map((r) => r.cpuUs);
     const added = key === "none" ? "" : f(cpu - none);
-    return `| ${CONFIGS[key].label} | ${f(cpu)} | ${added} | ${runs[key].map((r) => f(r.cpuUs)).join(", ")} |`;
+    const interval =
+      key === "none"
+        ? ""
+        : addedInterval(
+            each,
+            runs.none.map((r) => r.cpuUs),
+          )
+            .map(f)
+            .join(" – ");
+    return `| ${CONFIGS[key].label} | ${f(cpu)} | ${added} | ${interval} | ${each.map(f).join(", ")} |`;
   }),
   ``,
   ...(runs.default
@@ -117,6 +128,24 @@ const lines = [
 ];
 console.log(lines.join("\n"));
 process.exit(0);
+
+/**
+ * The 5th and 95th percentiles of median(with) − median(without) over 2,000 resamplings of each
+ * side's processes (with replacement; a fixed seed, so that a run's table reads the same twice).
+ */
+function addedInterval(withIt, without) {
+  let seed = 0x9e3779b9;
+  const random = () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+  const resample = (xs) => xs.map(() => xs[Math.floor(random() * xs.length)]);
+  const diffs = Array.from({ length: 2000 }, () => median(resample(withIt)) - median(resample(without)));
+  diffs.sort((a, b) => a - b);
+  return [diffs[Math.floor(diffs.length * 0.05)], diffs[Math.floor(diffs.length * 0.95)]];
+}
 
 /** One process: giul/otel with `options` (null: not subscribed) for its life, then the rounds. */
 async function child(options) {
