@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { type ProcSpec, scenarioForThisProcess } from "./fakes/scenario.js";
+import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // Contention and probeNode on the native path: the double's resident processes are the truth.
 
@@ -46,6 +47,12 @@ async function window(node: object, ms: number, hint?: number) {
 }
 
 describe.runIf(ready)("contention on a shared card", () => {
+  // Under test:worker, the windows below are the worker's (those opened before it is ready are not).
+  beforeAll(async () => {
+    const warm = await Meter.forNode({ name: "warm", gpuIndex: 0, idleW: 50 }).open();
+    await warm.close();
+    await workerReadyIfAsked();
+  });
   it("our server and a display ignored by name: not contended, measured", async () => {
     const e = await window(shared, 150);
     expect(e.method).toBe("sampled");

@@ -1,6 +1,7 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
+import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // The rules of shared and exclusive attribution, window by window, on the native counter path:
 // what each mode reports, the idle floor windows on a card share, weights, and the rules that
@@ -30,6 +31,12 @@ function truthAbove(device: number, from: bigint, to: bigint): number {
 
 describe.runIf(ready)("shared and exclusive attribution", () => {
   const node = { name: "iris", gpuIndex: 0, idleW: IDLE_W };
+  // Under test:worker, the windows below are the worker's (those opened before it is ready are not).
+  beforeAll(async () => {
+    const warm = await Meter.forNode(node).open();
+    await warm.close();
+    await workerReadyIfAsked();
+  });
 
   it("two equal windows over the same span each get half of the card; alone, the whole card", async () => {
     const [a, b] = await Promise.all([Meter.forNode(node).open(), Meter.forNode(node).open()]);
