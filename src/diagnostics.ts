@@ -92,8 +92,8 @@ export const energyChannel = channel(GIUL_CHANNELS.energy);
  * An edge is passed as `base + afterNs`: an offloaded window's log keeps its instants as numbers of
  * ns past its card's epoch (one bigint for every window), a window accounted here keeps each edge
  * as a bigint (`afterNs` 0). Its bigint is made only where a subscriber reads `openNs` / `closeNs`
- * (two conversions and two additions a window were a measurable part of a crowded window's
- * cost, bench/RESULTS.md), its ms on performance.now()'s clock always (number arithmetic).
+ * (for an offloaded window, a conversion and an addition each, and their garbage, on every
+ * window), its ms on performance.now()'s clock always (number arithmetic).
  */
 
 // performance.now() and process.hrtime run on the same monotonic clock: one pair of readings lines
@@ -250,9 +250,9 @@ export function publishEnergy(
 
 /**
  * Closed windows whose record may still be owed to `giul:energy` (none while nobody subscribes).
- * Whether it still is, is the window's own flag (claimed by its first result()): a Set of owed
- * windows, added to at each close and deleted from at each result(), cost a crowded window more
- * than a microsecond of the event loop (bench/RESULTS.md).
+ * Whether it still is, is the window's own flag (claimed by its first result()), not membership
+ * of a Set added to at each close and deleted from at each result() (a hash table's churn, and
+ * its garbage, on every window).
  */
 let owed: Meter[] = [];
 let flushQueued = false;

@@ -658,11 +658,17 @@ export class Meter {
       // Its edges as bigints only where something reads them.
       const watcher = this.watcher;
       if (windowCloseChannel.hasSubscribers) {
-        const epochNs = (this.offload as OffloadCard).epochNs;
-        const times = remote.times;
+        const last = remote.last;
         const backend = this.selection?.backend ?? "none";
-        const last = times[remote.last] as number;
-        announceClose(this, this.opening, backend, epochNs, times[0] as number, epochNs, last);
+        announceClose(
+          this,
+          this.opening,
+          backend,
+          this.edgeBase(0),
+          this.edgeAfter(0),
+          this.edgeBase(last),
+          this.edgeAfter(last),
+        );
       }
       if (watcher !== null) {
         const [openNs, closeNs] = this.windowNs();
@@ -793,33 +799,36 @@ export class Meter {
   /** `giul:window:open`, the edge as the window keeps it (a bigint made only where it is read). */
   private announceOpen(): void {
     const backend = this.selection?.backend ?? "none";
-    const remote = this.remote;
-    this.opening =
-      remote !== null
-        ? announceOpen(this, backend, (this.offload as OffloadCard).epochNs, remote.times[0] as number)
-        : announceOpen(this, backend, this.eventNs(0), 0);
+    this.opening = announceOpen(this, backend, this.edgeBase(0), this.edgeAfter(0));
   }
 
-  /** `giul:energy` with `energy`, the edges as the window keeps them. */
+  /** `giul:energy` with `energy`, the edges as the window keeps them (once closed). */
   private publishRecord(energy: Energy): void {
-    const remote = this.remote;
     const opening = this.opening;
     this.opening = null;
-    if (remote !== null) {
-      const epochNs = (this.offload as OffloadCard).epochNs;
-      const times = remote.times;
-      publishEnergy(
-        this,
-        opening,
-        energy,
-        epochNs,
-        times[0] as number,
-        epochNs,
-        times[remote.last] as number,
-      );
-    } else {
-      publishEnergy(this, opening, energy, this.eventNs(0), 0, this.eventNs(this.eventCount() - 1), 0);
-    }
+    const last = this.remote !== null ? this.remote.last : this.eventCount() - 1;
+    publishEnergy(
+      this,
+      opening,
+      energy,
+      this.edgeBase(0),
+      this.edgeAfter(0),
+      this.edgeBase(last),
+      this.edgeAfter(last),
+    );
+  }
+
+  /**
+   * The instant of the window's event `i` as `edgeBase(i) + edgeAfter(i)` ns, as the window keeps
+   * it: an offloaded window's instants are numbers of ns past its card's epoch, one bigint for all
+   * of them; a window accounted here keeps each as a bigint (and 0 after it).
+   */
+  private edgeBase(i: number): bigint {
+    return this.remote !== null ? (this.offload as OffloadCard).epochNs : this.eventNs(i);
+  }
+
+  private edgeAfter(i: number): number {
+    return this.remote !== null ? (this.remote.times[i] as number) : 0;
   }
 
   /**

@@ -110,8 +110,8 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
 
   // The context of the caller of open(): a window's record goes to the span active then, and only
   // there (a record published after close()'s tick runs in no particular request's context). Kept
-  // on the window's open message, which its energy message hands back (a WeakMap of open windows
-  // cost a crowded window several microseconds, bench/RESULTS.md).
+  // on the window's open message, which its energy message hands back: no WeakMap of open windows
+  // (an ephemeron table the collector revisits, set and deleted on every window).
   const onOpen = (message: unknown): void => {
     const active = context.active();
     if (trace.getSpan(active) !== undefined) (message as Opening)[OPENED_IN] = active;
