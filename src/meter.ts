@@ -806,7 +806,7 @@ export class Meter {
   private publishRecord(energy: Energy): void {
     const opening = this.opening;
     this.opening = null;
-    const last = this.remote !== null ? this.remote.last : this.eventCount() - 1;
+    const last = this.closingEvent();
     publishEnergy(
       this,
       opening,
@@ -842,9 +842,13 @@ export class Meter {
 
   /** CLOCK_MONOTONIC ns of the window's opening and closing edges (once closed). */
   private windowNs(): [bigint, bigint] {
-    const remote = this.remote;
-    if (remote !== null) return [this.nsAt(0), this.nsAt(remote.last)];
-    return [this.eventNs(0), this.eventNs(this.eventCount() - 1)];
+    const last = this.closingEvent();
+    return this.remote !== null ? [this.nsAt(0), this.nsAt(last)] : [this.eventNs(0), this.eventNs(last)];
+  }
+
+  /** The index of the window's closing event, once closed (in its log or on its ledger). */
+  private closingEvent(): number {
+    return this.remote !== null ? this.remote.last : this.eventCount() - 1;
   }
 
   /**
