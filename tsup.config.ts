@@ -42,8 +42,6 @@ export default defineConfig([
       "cli/probe": "src/cli/probe.ts",
       "cli/agent": "src/cli/agent.ts",
       "cli/proxy": "src/cli/proxy.ts",
-      // The accounting worker (src/offload/), loaded by path from either build.
-      "offload-worker": "src/offload/worker-entry.ts",
     },
     external,
     format: ["esm"],

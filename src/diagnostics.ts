@@ -16,15 +16,14 @@
  *   request's context captures it on `giul:window:open`). Later `result()` calls publish nothing.
  *   A window never closed publishes no record.
  *
- * Each message is a fresh object. `openNs` / `closeNs` are getters (the bigint is made when read; a
- * spread copy of a message leaves them out), `openMs` / `closeMs` plain numbers. Subscribers run
+ * Each message is a fresh object; `openNs` / `closeNs` are CLOCK_MONOTONIC ns, `openMs` / `closeMs`
+ * the same instants on performance.now()'s clock. Subscribers run
  * synchronously and must not throw (Node turns a subscriber's throw into an uncaught exception, and
  * giul's own exporters never throw).
  */
 import { channel } from "node:diagnostics_channel";
 import type { Energy } from "./energy.js";
 import type { BackendName } from "./measurement.js";
-import type { Meter } from "./meter.js";
 import type { ResolvedNode } from "./node.js";
 
 /** The names of giul's channels. */
@@ -34,13 +33,18 @@ export const GIUL_CHANNELS = Object.freeze({
   energy: "giul:energy",
 } as const);
 
+/** What a message says of its window (the Meter: src/index.ts exports the messages typed with it). */
+export interface MeteredWindow {
+  readonly node: ResolvedNode;
+}
+
 /** `giul:window:open`: a window's opening edge was taken. */
-export interface WindowOpenMessage {
+export interface WindowOpenMessage<M extends MeteredWindow = MeteredWindow> {
   /** The window (a stable key for the window while it lives; use it in a WeakMap). */
-  readonly meter: Meter;
+  readonly meter: M;
   readonly node: ResolvedNode;
   readonly backend: BackendName;
-  /** CLOCK_MONOTONIC ns of the opening edge (the clock of `process.hrtime.bigint()`); made when read. */
+  /** CLOCK_MONOTONIC ns of the opening edge (the clock of `process.hrtime.bigint()`). */
   readonly openNs: bigint;
   /**
    * The opening edge in ms on the clock of `performance.now()` (`performance.timeOrigin + openMs`
@@ -50,18 +54,18 @@ export interface WindowOpenMessage {
 }
 
 /** `giul:window:close`: a window's closing edge was taken; its record follows on `giul:energy`. */
-export interface WindowCloseMessage {
-  readonly meter: Meter;
+export interface WindowCloseMessage<M extends MeteredWindow = MeteredWindow> {
+  readonly meter: M;
   /**
    * The message this window published on `giul:window:open`, or null where that channel had no
    * subscriber when it opened: what a subscriber kept there of the window (under a `Symbol` of its
    * own), found again without a `WeakMap` of open windows.
    */
-  readonly opening: WindowOpenMessage | null;
+  readonly opening: WindowOpenMessage<M> | null;
   readonly node: ResolvedNode;
   readonly backend: BackendName;
   readonly openNs: bigint;
-  /** CLOCK_MONOTONIC ns of the closing edge; made when read. */
+  /** CLOCK_MONOTONIC ns of the closing edge. */
   readonly closeNs: bigint;
   readonly openMs: number;
   /** The closing edge in ms on the clock of `performance.now()`. */
@@ -69,14 +73,14 @@ export interface WindowCloseMessage {
 }
 
 /** `giul:energy`: a closed window's record, once. */
-export interface EnergyMessage {
-  readonly meter: Meter;
+export interface EnergyMessage<M extends MeteredWindow = MeteredWindow> {
+  readonly meter: M;
   /** The window's `giul:window:open` message, as on `giul:window:close` (null where none was published). */
-  readonly opening: WindowOpenMessage | null;
+  readonly opening: WindowOpenMessage<M> | null;
   readonly node: ResolvedNode;
   /** What the window cost, as `result()` returns it (`energy.toJSON()` is the fleet record). */
   readonly energy: Energy;
-  /** CLOCK_MONOTONIC ns of the window's opening and closing edges (its stages run back to back between); made when read. */
+  /** CLOCK_MONOTONIC ns of the window's opening and closing edges (its stages run back to back between). */
   readonly openNs: bigint;
   readonly closeNs: bigint;
   /** The same edges in ms on the clock of `performance.now()`. */
@@ -87,14 +91,6 @@ export interface EnergyMessage {
 export const windowOpenChannel = channel(GIUL_CHANNELS.windowOpen);
 export const windowCloseChannel = channel(GIUL_CHANNELS.windowClose);
 export const energyChannel = channel(GIUL_CHANNELS.energy);
-
-/*
- * An edge is passed as `base + afterNs`: an offloaded window's log keeps its instants as numbers of
- * ns past its card's epoch (one bigint for every window), a window accounted here keeps each edge
- * as a bigint (`afterNs` 0). Its bigint is made only where a subscriber reads `openNs` / `closeNs`
- * (for an offloaded window, a conversion and an addition each, and their garbage, on every
- * window), its ms on performance.now()'s clock always (number arithmetic).
- */
 
 // performance.now() and process.hrtime run on the same monotonic clock: one pair of readings lines
 // the two up for good, the tightest of a few with performance.now() read on both sides (a pair
@@ -114,42 +110,23 @@ function pairClocks(): [bigint, number] {
   return pair;
 }
 const [ORIGIN_NS, ORIGIN_MS] = pairClocks();
-let lastBase = ORIGIN_NS;
-let lastBaseMs = ORIGIN_MS;
 
-/** `base + afterNs` in ms on performance.now()'s clock (the card's epoch converted once, not per window). */
-function msOf(base: bigint, afterNs: number): number {
-  if (base !== lastBase) {
-    lastBase = base;
-    lastBaseMs = ORIGIN_MS + Number(base - ORIGIN_NS) / 1e6;
-  }
-  return lastBaseMs + afterNs / 1e6;
-}
-
-function nsOf(base: bigint, afterNs: number): bigint {
-  return afterNs === 0 ? base : base + BigInt(Math.round(afterNs));
+/** CLOCK_MONOTONIC ns in ms on performance.now()'s clock. */
+function msOf(ns: bigint): number {
+  return ORIGIN_MS + Number(ns - ORIGIN_NS) / 1e6;
 }
 
 class OpenMessage implements WindowOpenMessage {
   readonly node: ResolvedNode;
   readonly openMs: number;
-  readonly #openBase: bigint;
-  readonly #openAfter: number;
 
   constructor(
-    readonly meter: Meter,
+    readonly meter: MeteredWindow,
     readonly backend: BackendName,
-    openBase: bigint,
-    openAfter: number,
+    readonly openNs: bigint,
   ) {
     this.node = meter.node;
-    this.openMs = msOf(openBase, openAfter);
-    this.#openBase = openBase;
-    this.#openAfter = openAfter;
-  }
-
-  get openNs(): bigint {
-    return nsOf(this.#openBase, this.#openAfter);
+    this.openMs = msOf(openNs);
   }
 }
 
@@ -158,108 +135,73 @@ class ClosedEdges {
   readonly node: ResolvedNode;
   readonly openMs: number;
   readonly closeMs: number;
-  readonly #openBase: bigint;
-  readonly #openAfter: number;
-  readonly #closeBase: bigint;
-  readonly #closeAfter: number;
 
   constructor(
-    readonly meter: Meter,
+    readonly meter: MeteredWindow,
     readonly opening: WindowOpenMessage | null,
-    openBase: bigint,
-    openAfter: number,
-    closeBase: bigint,
-    closeAfter: number,
+    readonly openNs: bigint,
+    readonly closeNs: bigint,
   ) {
     this.node = meter.node;
-    this.openMs = msOf(openBase, openAfter);
-    this.closeMs = msOf(closeBase, closeAfter);
-    this.#openBase = openBase;
-    this.#openAfter = openAfter;
-    this.#closeBase = closeBase;
-    this.#closeAfter = closeAfter;
-  }
-
-  get openNs(): bigint {
-    return nsOf(this.#openBase, this.#openAfter);
-  }
-
-  get closeNs(): bigint {
-    return nsOf(this.#closeBase, this.#closeAfter);
+    this.openMs = msOf(openNs);
+    this.closeMs = msOf(closeNs);
   }
 }
 
 class CloseMessage extends ClosedEdges implements WindowCloseMessage {
   constructor(
-    meter: Meter,
+    meter: MeteredWindow,
     opening: WindowOpenMessage | null,
     readonly backend: BackendName,
-    openBase: bigint,
-    openAfter: number,
-    closeBase: bigint,
-    closeAfter: number,
+    openNs: bigint,
+    closeNs: bigint,
   ) {
-    super(meter, opening, openBase, openAfter, closeBase, closeAfter);
+    super(meter, opening, openNs, closeNs);
   }
 }
 
 class RecordMessage extends ClosedEdges implements EnergyMessage {
   constructor(
-    meter: Meter,
+    meter: MeteredWindow,
     opening: WindowOpenMessage | null,
     readonly energy: Energy,
-    openBase: bigint,
-    openAfter: number,
-    closeBase: bigint,
-    closeAfter: number,
+    openNs: bigint,
+    closeNs: bigint,
   ) {
-    super(meter, opening, openBase, openAfter, closeBase, closeAfter);
+    super(meter, opening, openNs, closeNs);
   }
 }
 
 /**
- * Publishes `giul:window:open`, the edge at `base + afterNs` (the caller checks hasSubscribers
- * first), and returns the message: the window keeps it for its close and energy messages.
+ * Publishes `giul:window:open` (the caller checks hasSubscribers first), and returns the message:
+ * the window keeps it for its close and energy messages.
  */
-export function announceOpen(
-  meter: Meter,
-  backend: BackendName,
-  openBase: bigint,
-  openAfter: number,
-): WindowOpenMessage {
-  const message = new OpenMessage(meter, backend, openBase, openAfter);
+export function announceOpen(meter: MeteredWindow, backend: BackendName, openNs: bigint): WindowOpenMessage {
+  const message = new OpenMessage(meter, backend, openNs);
   windowOpenChannel.publish(message);
   return message;
 }
 
 /** Publishes `giul:window:close` (the caller checks hasSubscribers first). */
 export function announceClose(
-  meter: Meter,
+  meter: MeteredWindow,
   opening: WindowOpenMessage | null,
   backend: BackendName,
-  openBase: bigint,
-  openAfter: number,
-  closeBase: bigint,
-  closeAfter: number,
+  openNs: bigint,
+  closeNs: bigint,
 ): void {
-  windowCloseChannel.publish(
-    new CloseMessage(meter, opening, backend, openBase, openAfter, closeBase, closeAfter),
-  );
+  windowCloseChannel.publish(new CloseMessage(meter, opening, backend, openNs, closeNs));
 }
 
 /** Publishes `giul:energy`: once per window (the Meter sees to that). */
 export function publishEnergy(
-  meter: Meter,
+  meter: MeteredWindow,
   opening: WindowOpenMessage | null,
   energy: Energy,
-  openBase: bigint,
-  openAfter: number,
-  closeBase: bigint,
-  closeAfter: number,
+  openNs: bigint,
+  closeNs: bigint,
 ): void {
-  energyChannel.publish(
-    new RecordMessage(meter, opening, energy, openBase, openAfter, closeBase, closeAfter),
-  );
+  energyChannel.publish(new RecordMessage(meter, opening, energy, openNs, closeNs));
 }
 
 /**
@@ -268,12 +210,12 @@ export function publishEnergy(
  * of a Set added to at each close and deleted from at each result() (a hash table's churn, and
  * its garbage, on every window).
  */
-let owed: Meter[] = [];
+let owed: MeteredWindow[] = [];
 let flushQueued = false;
-let settle: (meter: Meter) => void = () => {};
+let settle: (meter: MeteredWindow) => void = () => {};
 
 /** How a flush settles a window's debt, if it is still owed (the Meter says: the flag is its own). */
-export function settleOwedEnergyWith(fn: (meter: Meter) => void): void {
+export function settleOwedEnergyWith(fn: (meter: MeteredWindow) => void): void {
   settle = fn;
 }
 
@@ -282,7 +224,7 @@ export function settleOwedEnergyWith(fn: (meter: Meter) => void): void {
  * before this tick is over publishes it; else one `process.nextTick` for every window that closed
  * in the tick settles those still owed (what `result()` gives with no tokens).
  */
-export function oweEnergy(meter: Meter): void {
+export function oweEnergy(meter: MeteredWindow): void {
   owed.push(meter);
   if (flushQueued) return;
   flushQueued = true;
@@ -293,5 +235,5 @@ function flushOwed(): void {
   flushQueued = false;
   const due = owed;
   owed = [];
-  for (let i = 0; i < due.length; i++) settle(due[i] as Meter);
+  for (let i = 0; i < due.length; i++) settle(due[i] as MeteredWindow);
 }

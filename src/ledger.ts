@@ -297,22 +297,6 @@ export class CardLedger {
     return { mean: CardLedger.meanCount(from, to), max: this.maxCountSince(from) };
   }
 
-  /**
-   * For a follower of the process-wide log (the accounting worker, ./offload/worker.ts), which
-   * reads the log itself: the event of one entry, appended as this environment's ingest appends
-   * other environments' events. `gap`: the entries just before it were not read — "lost" (the log
-   * wrapped first: the intervals across are broken) or "skipped" (none of the follower's windows
-   * spans them: not measured).
-   */
-  followEntry(edge: Edge, entry: EventLogEntry, gap: "lost" | "skipped" | null): LedgerEvent {
-    // Windows open together share one idle floor (the log refuses another): an open's is the card's.
-    if (entry.idleW !== undefined && Number.isFinite(entry.idleW)) this.idleW = entry.idleW;
-    const event = this.push(edge, entry.weightBefore, entry.weightAfter, entry.countAfter);
-    if (gap === "lost") event.lostBefore = true;
-    else if (gap === "skipped") event.skippedBefore = true;
-    return event;
-  }
-
   /** Appends the window's event (locally, or to the process-wide log); null on an idle conflict. */
   private append(
     w: LedgerWindow,

@@ -16,7 +16,6 @@
 import type { Track } from "./backends/track.js";
 import type { ProcessWatcher } from "./contention.js";
 import type { CardLedger, LedgerWindow } from "./ledger.js";
-import type { OffloadCard, OffloadedWindow } from "./offload/client.js";
 
 /** How often windows still open are looked at (ms): one open across a whole sweep is registered. */
 export const SWEEP_MS = 1000;
@@ -28,7 +27,7 @@ const GONE = -2;
 
 /**
  * What an abandoned window releases: its card's track, its contention watch, and its weight on the
- * card (closed in the ledger, or through the accounting worker). One object per window, not a
+ * card (closed in the ledger). One object per window, not a
  * closure and the scope it keeps. It holds what it releases, never the Meter.
  */
 export class Leftovers {
@@ -40,25 +39,16 @@ export class Leftovers {
   constructor(
     private readonly track: Track,
     private readonly watch: ProcessWatcher | null,
-    private readonly ledger: CardLedger | null,
-    private readonly entries: LedgerWindow | null,
-    private readonly card: OffloadCard | null,
-    private readonly remote: OffloadedWindow | null,
+    private readonly ledger: CardLedger,
+    private readonly entries: LedgerWindow,
   ) {}
 
   release(): void {
-    if (this.remote !== null) {
-      if (this.remote.weight > 0) (this.card as OffloadCard).close(this.remote, ignoreOutcome);
-    } else if (this.entries !== null && this.entries.weight > 0) {
-      (this.ledger as CardLedger).closeWindow(this.entries);
-    }
+    if (this.entries.weight > 0) this.ledger.closeWindow(this.entries);
     this.track.release();
     this.watch?.unwatch();
   }
 }
-
-/** An abandoned window's outcome: nobody reads it. */
-const ignoreOutcome = { received(): void {} };
 
 /** Every open window of this environment: collected unclosed, its leftovers are released. */
 export class AbandonedWindows {

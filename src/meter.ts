@@ -14,11 +14,11 @@ import {
 } from "./diagnostics.js";
 import { type Attribution, type ChargeContext, type Concurrency, charge, type Energy } from "./energy.js";
 import { GiulError } from "./errors.js";
-import { type Accounted, type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
+import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "./ledger.js";
 import { type BackendName, type ContendingProcess, fail, type ProcessRead } from "./measurement.js";
 import { abandoned, Leftovers } from "./meter-abandoned.js";
+import { CloseWait } from "./meter-close.js";
 import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./meter-measure.js";
-import { namedOutcome, nsAt, offloadedEdgeTimes } from "./meter-offload.js";
 import {
   checkOptions,
   checkTokens,
@@ -34,13 +34,6 @@ import {
 } from "./meter-options.js";
 import { runSyncHook } from "./meter-sync.js";
 import { type Node, type ResolvedNode, resolveNode } from "./node.js";
-import {
-  type OffloadCard,
-  type OffloadedWindow,
-  type OutcomeWaiter,
-  offloadCardFor,
-} from "./offload/client.js";
-import { PackedOutcome } from "./offload/codec.js";
 import { type OpenedTrack, openTrackLater, openTrackNow } from "./open-track.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "./select/index.js";
 import { describeValue } from "./validate.js";
@@ -83,67 +76,6 @@ const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] }
   concurrency: null,
 };
 
-const NOOP = (): void => {};
-/**
- * The resolvers of the promise just made with `new Promise(captureResolvers)`, read at once after
- * it: a closing window's promise made with no executor closure and scope of its own (a crowd of
- * closing windows each kept them for the collector).
- */
-let resolved: () => void = NOOP;
-let rejected: (error: unknown) => void = NOOP;
-function captureResolvers(resolve: () => void, reject: (error: unknown) => void): void {
-  resolved = resolve;
-  rejected = reject;
-}
-/** Once they are handed over: the last closed window's promise is not kept from the collector. */
-function forgetResolvers(): void {
-  resolved = NOOP;
-  rejected = NOOP;
-}
-
-/**
- * A close's last steps once its figures are in (the ledger has accounted its events, or the worker
- * sent its outcome): await its contention check, then measure it, once, and settle close()'s
- * promise. One object per close, where closures kept their scopes alive (bench/RESULTS.md).
- */
-abstract class CloseWaitBase<T> {
-  /** The figures came: a second arrival (getting them threw after the waiter was taken) is ignored. */
-  private arrivedOnce = false;
-
-  constructor(
-    /**
-     * The contention check still to await (it never rejects: a failure is giul's own). Set before
-     * the figures can arrive (they never arrive from within the call that takes the waiter).
-     */
-    public contention: Promise<void> | null,
-    private readonly resolve: () => void,
-    private readonly reject: (error: unknown) => void,
-  ) {}
-
-  /** The figures are in (`thrown`: getting them failed). */
-  protected arrived(figures: T | null, thrown: { error: unknown } | null): void {
-    if (this.arrivedOnce) return;
-    this.arrivedOnce = true;
-    if (this.contention === null || thrown !== null) this.finish(figures, thrown);
-    else
-      this.contention.then(
-        () => this.finish(figures, null),
-        (error: unknown) => this.finish(null, { error }),
-      );
-  }
-
-  private finish(figures: T | null, thrown: { error: unknown } | null): void {
-    try {
-      this.measure(figures, thrown);
-      this.resolve();
-    } catch (error) {
-      this.reject(error);
-    }
-  }
-
-  protected abstract measure(figures: T | null, thrown: { error: unknown } | null): void;
-}
-
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
  *
@@ -182,9 +114,6 @@ export class Meter {
   private track: Track | null = null;
   private ledger: CardLedger | null = null;
   private entries: LedgerWindow | null = null;
-  /** Where the accounting worker accounts this window (./offload/): its card and its events. */
-  private offload: OffloadCard | null = null;
-  private remote: OffloadedWindow | null = null;
   /** What this window releases if it is collected unclosed (./meter-abandoned.ts). */
   private leftovers: Leftovers | null = null;
   /**
@@ -198,8 +127,8 @@ export class Meter {
   private notReady: string | null = null;
   private syncFailure: string | null = null;
   private closing: Promise<void> | null = null;
-  /** What close() measured: an offloaded window's as the worker sent it, its stages in the order of its marks. */
-  private outcome: Outcome | PackedOutcome | null = null;
+  /** What close() measured, its stages in the order of its marks. */
+  private outcome: Outcome | null = null;
   /** Its record is owed to `giul:energy` (it closed while the channel had subscribers), till published. */
   private energyOwed = false;
   /** Its `giul:window:open` message, handed on with its close and energy messages (then let go). */
@@ -207,7 +136,8 @@ export class Meter {
 
   static {
     // A window whose record is still owed at the end of the tick it closed in: result() publishes it.
-    settleOwedEnergyWith((meter: Meter) => {
+    settleOwedEnergyWith((window) => {
+      const meter = window as Meter;
       if (!meter.energyOwed) return;
       try {
         meter.result();
@@ -268,10 +198,6 @@ export class Meter {
     close: bigint | null;
     weights: { tNs: bigint; weight: number }[];
   } {
-    if (this.remote !== null) {
-      const closed = this.state === "closing" || this.state === "closed";
-      return offloadedEdgeTimes((this.offload as OffloadCard).epochNs, this.remote, this.marks, closed);
-    }
     const count = this.eventCount();
     if (count === 0) return { open: null, marks: [], close: null, weights: [] };
     const closed = this.state === "closing" || this.state === "closed";
@@ -306,11 +232,6 @@ export class Meter {
     const closed = this.closedOwn;
     if (closed !== null) return closed[i] as number;
     return ((this.entries as LedgerWindow).events[i] as LedgerEvent).own;
-  }
-
-  /** CLOCK_MONOTONIC ns of this offloaded window's event `i`. */
-  private nsAt(i: number): bigint {
-    return nsAt((this.offload as OffloadCard).epochNs, this.remote as OffloadedWindow, i);
   }
 
   /**
@@ -360,7 +281,7 @@ export class Meter {
 
   /**
    * The rest of open(), its track in hand: the opening edge. Throws a GiulError for a configuration
-   * error (GIUL_BACKEND, GIUL_ACCOUNTING, a conflicting idleW), the window back to new.
+   * error (GIUL_BACKEND, a conflicting idleW), the window back to new.
    */
   private opened(opened: Opening): void {
     this.selection = opened.selection;
@@ -373,18 +294,11 @@ export class Meter {
       this.state = "new";
       throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
     }
-    let card: OffloadCard | null = null;
-    let remote: OffloadedWindow | null = null;
-    let ledger: CardLedger | null = null;
-    let entries: LedgerWindow | null = null;
+    let ledger: CardLedger;
+    let entries: LedgerWindow;
     try {
-      // Throws where GIUL_ACCOUNTING names no way giul knows.
-      card = offloadCardFor(track, this.periodMs);
-      if (card !== null) remote = card.open(this.initialWeight, this.node.idleW, this.attribution);
-      if (remote === null) {
-        ledger = ledgerFor(track);
-        entries = ledger.openWindow(this.initialWeight, this.node.idleW);
-      }
+      ledger = ledgerFor(track);
+      entries = ledger.openWindow(this.initialWeight, this.node.idleW);
     } catch (error) {
       track.release();
       this.state = "new";
@@ -393,23 +307,19 @@ export class Meter {
     this.track = track;
     this.ledger = ledger;
     this.entries = entries;
-    if (remote !== null) {
-      this.offload = card;
-      this.remote = remote;
-    }
     if (this.node.servingMatch !== null) {
       // A shared card: witness who is resident at this edge (coalesced with every other window).
       const reader = this.selection?.reader ?? null;
       if (reader !== null) {
         this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
-        this.openSnapshot = this.watcher.after(this.openNs());
+        this.openSnapshot = this.watcher.after(this.eventNs(0));
         if (this.watchContention) this.watcher.watch();
       } else {
         this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
       }
     }
     const heldWatch = this.watchContention ? this.watcher : null;
-    this.leftovers = new Leftovers(track, heldWatch, ledger, entries, card, remote);
+    this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
     abandoned.add(this, this.leftovers);
     this.state = "open";
     if (windowOpenChannel.hasSubscribers) this.announceOpen();
@@ -433,13 +343,6 @@ export class Meter {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
-    const remote = this.remote;
-    if (remote !== null) {
-      (this.offload as OffloadCard).mark(remote);
-      // The most windows open over the stage comes back with the stage (the worker reads the log).
-      this.addMark({ name, index: remote.last, tokens, maxConcurrency: 0 });
-      return;
-    }
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
@@ -482,8 +385,7 @@ export class Meter {
     const w = checkWeight("weight", weight);
     if (w === this.currentWeight) return;
     this.currentWeight = w;
-    if (this.remote !== null) (this.offload as OffloadCard).setWeight(this.remote, w);
-    else (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
+    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
   }
 
   /**
@@ -498,11 +400,7 @@ export class Meter {
       return Promise.reject(new GiulError("WINDOW_STATE", `close(): the window is ${this.state}, not open`));
     }
     this.state = "closing";
-    if (this.remote !== null && this.sync === null) {
-      // No hook to await first: straight to the worker's outcome (one async frame, not two).
-      this.forgetLeftovers();
-      this.closing = this.finishRemote(this.remote);
-    } else this.closing = this.finish();
+    this.closing = this.finish();
     return this.closing;
   }
 
@@ -540,7 +438,6 @@ export class Meter {
    */
   private finishNow(): Promise<void> {
     this.forgetLeftovers();
-    if (this.remote !== null) return this.finishRemote(this.remote);
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const openEvent = entries.events[0] as LedgerEvent;
@@ -551,9 +448,7 @@ export class Meter {
         this.opening,
         this.selection?.backend ?? "none",
         openEvent.edge.tNs,
-        0,
         closeEvent.edge.tNs,
-        0,
       );
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.watcher
@@ -562,9 +457,7 @@ export class Meter {
     // One promise per closing window, resolved from the ledger's call of one waiter: a crowd of
     // closing windows each kept a chain of promises, then closures and their scopes, alive
     // (bench/RESULTS.md).
-    const closed = new Promise<void>(captureResolvers);
-    const wait = new Meter.CloseWait(this, closeEvent, concurrency, contention, resolved, rejected);
-    forgetResolvers();
+    const { promise: closed, wait } = CloseWait.make(this, closeEvent, concurrency, contention);
     try {
       ledger.settleThen(wait);
     } catch (error) {
@@ -573,34 +466,8 @@ export class Meter {
     return closed;
   }
 
-  /** A close waiting for its window's events to be accounted (CardLedger.settleThen). */
-  private static readonly CloseWait = class CloseWait extends CloseWaitBase<null> implements Accounted {
-    constructor(
-      private readonly meter: Meter,
-      readonly event: LedgerEvent,
-      private readonly concurrency: Concurrency,
-      contention: Promise<void> | null,
-      resolve: () => void,
-      reject: (error: unknown) => void,
-    ) {
-      super(contention, resolve, reject);
-    }
-
-    accounted(thrown: { error: unknown } | null): void {
-      this.arrived(null, thrown);
-    }
-
-    protected measure(_: null, thrown: { error: unknown } | null): void {
-      this.meter.measured(this.event, this.concurrency, thrown);
-    }
-  };
-
   /** The window's outcome once its edges have settled (`thrown`: settling them failed). */
-  private measured(
-    closeEvent: LedgerEvent,
-    concurrency: Concurrency,
-    thrown: { error: unknown } | null,
-  ): void {
+  measured(closeEvent: LedgerEvent, concurrency: Concurrency, thrown: { error: unknown } | null): void {
     const track = this.track as Track;
     const entries = this.entries as LedgerWindow;
     try {
@@ -643,100 +510,6 @@ export class Meter {
     if (energyChannel.hasSubscribers) this.oweEnergy();
   }
 
-  /**
-   * close() of a window the accounting worker accounts: its outcome, with the stages' names. Not
-   * an async function: a crowd of closing windows each kept its suspended frame, a promise and
-   * its reaction alive (bench/RESULTS.md), where a callback keeps a few words.
-   */
-  private finishRemote(remote: OffloadedWindow): Promise<void> {
-    const closed = new Promise<void>(captureResolvers);
-    const wait = new Meter.RemoteCloseWait(this, remote, resolved, rejected);
-    forgetResolvers();
-    try {
-      // The closing edge first: the instants below end at it.
-      (this.offload as OffloadCard).close(remote, wait);
-      // Its edges as bigints only where something reads them.
-      const watcher = this.watcher;
-      if (windowCloseChannel.hasSubscribers) {
-        const last = remote.last;
-        const backend = this.selection?.backend ?? "none";
-        announceClose(
-          this,
-          this.opening,
-          backend,
-          this.edgeBase(0),
-          this.edgeAfter(0),
-          this.edgeBase(last),
-          this.edgeAfter(last),
-        );
-      }
-      if (watcher !== null) {
-        const [openNs, closeNs] = this.windowNs();
-        wait.contention = this.checkContention(watcher, { tNs: openNs }, { tNs: closeNs });
-      }
-    } catch (error) {
-      wait.failed(error);
-    }
-    return closed;
-  }
-
-  /** An offloaded window's close waiting for the worker's outcome. */
-  private static readonly RemoteCloseWait = class RemoteCloseWait
-    extends CloseWaitBase<Outcome | PackedOutcome>
-    implements OutcomeWaiter
-  {
-    /** Its contention check is handed over once the closing edge is appended (see finishRemote). */
-    constructor(
-      private readonly meter: Meter,
-      private readonly remote: OffloadedWindow,
-      resolve: () => void,
-      reject: (error: unknown) => void,
-    ) {
-      super(null, resolve, reject);
-    }
-
-    received(outcome: Outcome | PackedOutcome): void {
-      this.arrived(outcome, null);
-    }
-
-    /** Closing failed here (a fault of giul's own). */
-    failed(error: unknown): void {
-      this.arrived(null, { error });
-    }
-
-    protected measure(outcome: Outcome | PackedOutcome | null, thrown: { error: unknown } | null): void {
-      this.meter.remoteMeasured(this.remote, outcome, thrown);
-    }
-  };
-
-  /** An offloaded window's outcome, once the worker sent it (`thrown`: closing it failed). */
-  private remoteMeasured(
-    remote: OffloadedWindow,
-    outcome: Outcome | PackedOutcome | null,
-    thrown: { error: unknown } | null,
-  ): void {
-    const track = this.track as Track;
-    const epochNs = (this.offload as OffloadCard).epochNs;
-    try {
-      if (thrown !== null) throw thrown.error;
-      const failure = this.syncFailure ?? this.notReady;
-      const got = outcome as Outcome | PackedOutcome;
-      const packed = got instanceof PackedOutcome;
-      // As it came (a packed one is read by result()), unless something failed.
-      this.outcome =
-        failure === null && (packed ? got.stageCount : got.stages.length) === this.marks.length
-          ? got
-          : namedOutcome(packed ? got.unpack(this.marks) : got, epochNs, remote, this.marks, failure);
-    } catch (error) {
-      const reason = `evaluating the window failed: ${String(error)}`;
-      this.outcome = namedOutcome(null, epochNs, remote, this.marks, reason);
-    } finally {
-      track.release();
-      this.state = "closed";
-    }
-    if (energyChannel.hasSubscribers) this.oweEnergy();
-  }
-
   /** Tenants at the two edges (and, when watching, in between). Never rejects. */
   private async checkContention(watcher: ProcessWatcher, openEdge: Edge, closeEdge: Edge): Promise<void> {
     const seen = await contentionOver(
@@ -762,23 +535,10 @@ export class Meter {
     );
     const outcome = this.outcome;
     const stages: Record<string, Energy> = {};
-    let energy: Energy;
-    if (outcome instanceof PackedOutcome) {
-      // Read span by span into one shared object (charge() keeps none of it): 1 + stages spans.
-      const marks = this.marks;
-      for (let i = 0; i < marks.length; i++) {
-        const mark = marks[i] as StageMark;
-        const span = outcome.span(i + 1);
-        stages[mark.name] = charge(span.measurement, this.chargeContext(span, mark.tokens, NO_STAGES));
-      }
-      const total = outcome.span(0);
-      energy = charge(total.measurement, this.chargeContext(total, tokens, stages));
-    } else {
-      for (const stage of outcome.stages) {
-        stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
-      }
-      energy = charge(outcome.total.measurement, this.chargeContext(outcome.total, tokens, stages));
+    for (const stage of outcome.stages) {
+      stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
     }
+    const energy = charge(outcome.total.measurement, this.chargeContext(outcome.total, tokens, stages));
     // The shared context keeps no window's records alive.
     CHARGE_CONTEXT.stages = NO_STAGES;
     CHARGE_CONTEXT.contendedBy = null;
@@ -796,59 +556,17 @@ export class Meter {
     oweEnergy(this);
   }
 
-  /** `giul:window:open`, the edge as the window keeps it (a bigint made only where it is read). */
+  /** `giul:window:open`. */
   private announceOpen(): void {
     const backend = this.selection?.backend ?? "none";
-    this.opening = announceOpen(this, backend, this.edgeBase(0), this.edgeAfter(0));
+    this.opening = announceOpen(this, backend, this.eventNs(0));
   }
 
-  /** `giul:energy` with `energy`, the edges as the window keeps them (once closed). */
+  /** `giul:energy` with `energy` (once closed). */
   private publishRecord(energy: Energy): void {
     const opening = this.opening;
     this.opening = null;
-    const last = this.closingEvent();
-    publishEnergy(
-      this,
-      opening,
-      energy,
-      this.edgeBase(0),
-      this.edgeAfter(0),
-      this.edgeBase(last),
-      this.edgeAfter(last),
-    );
-  }
-
-  /**
-   * The instant of the window's event `i` as `edgeBase(i) + edgeAfter(i)` ns, as the window keeps
-   * it: an offloaded window's instants are numbers of ns past its card's epoch, one bigint for all
-   * of them; a window accounted here keeps each as a bigint (and 0 after it).
-   */
-  private edgeBase(i: number): bigint {
-    return this.remote !== null ? (this.offload as OffloadCard).epochNs : this.eventNs(i);
-  }
-
-  private edgeAfter(i: number): number {
-    return this.remote !== null ? (this.remote.times[i] as number) : 0;
-  }
-
-  /**
-   * CLOCK_MONOTONIC ns of the window's opening edge, once opened: a bigint made only where it is
-   * read (an offloaded window's instants are numbers in its log).
-   */
-  private openNs(): bigint {
-    if (this.remote !== null) return this.nsAt(0);
-    return this.eventNs(0);
-  }
-
-  /** CLOCK_MONOTONIC ns of the window's opening and closing edges (once closed). */
-  private windowNs(): [bigint, bigint] {
-    const last = this.closingEvent();
-    return this.remote !== null ? [this.nsAt(0), this.nsAt(last)] : [this.eventNs(0), this.eventNs(last)];
-  }
-
-  /** The index of the window's closing event, once closed (in its log or on its ledger). */
-  private closingEvent(): number {
-    return this.remote !== null ? this.remote.last : this.eventCount() - 1;
+    publishEnergy(this, opening, energy, this.eventNs(0), this.eventNs(this.eventCount() - 1));
   }
 
   /**

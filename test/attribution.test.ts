@@ -28,9 +28,6 @@ const sc = scenarioForThisProcess({
 });
 process.env.PATH = `${FAKE_SMI_BIN}:${process.env.PATH ?? ""}`;
 delete process.env.GIUL_NVIDIA_SMI;
-// Conservation is checked against the card's own figure in this thread's ledger (ledgerFor), so
-// the windows are accounted here whatever GIUL_ACCOUNTING the suite runs with.
-process.env.GIUL_ACCOUNTING = "thread";
 
 const { Meter, resolveNode } = await import("../src/index.js");
 const { select } = await import("../src/select/index.js");

@@ -4,7 +4,6 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { type ProcSpec, scenarioForThisProcess } from "./fakes/scenario.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // Contention and probeNode on the native path: the double's resident processes are the truth.
 
@@ -51,7 +50,6 @@ describe.runIf(ready)("contention on a shared card", () => {
   beforeAll(async () => {
     const warm = await Meter.forNode({ name: "warm", gpuIndex: 0, idleW: 50 }).open();
     await warm.close();
-    await workerReadyIfAsked();
   });
   it("our server and a display ignored by name: not contended, measured", async () => {
     const e = await window(shared, 150);

@@ -3,7 +3,6 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // The diagnostics channels (src/diagnostics.ts): what fires, when, once, with what, against the
 // NVML double's ground truth.
@@ -47,7 +46,6 @@ describe.runIf(ready)("giul's diagnostics channels", () => {
   beforeAll(async () => {
     const m = await Meter.forNode(node).open();
     await m.close();
-    await workerReadyIfAsked();
   });
   afterEach(() => {
     stop();

@@ -2,6 +2,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import type { Track } from "../src/backends/track.js";
+import type { CardLedger, LedgerWindow } from "../src/ledger.js";
 import { AbandonedWindows, Leftovers } from "../src/meter-abandoned.js";
 
 // Windows are registered with the FinalizationRegistry only once open across a whole sweep (the
@@ -19,7 +20,10 @@ function leftovers(): { held: Leftovers; releases: () => number } {
       released += 1;
     },
   } as unknown as Track;
-  return { held: new Leftovers(track, null, null, null, null, null), releases: () => released };
+  // A window whose weight is already off the card (nothing to close in the ledger).
+  const ledger = {} as unknown as CardLedger;
+  const entries = { weight: 0 } as unknown as LedgerWindow;
+  return { held: new Leftovers(track, null, ledger, entries), releases: () => released };
 }
 
 /** A window's Meter, added to the watch: only a weak reference to it is kept here. */

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // The rules of shared and exclusive attribution, window by window, on the native counter path:
 // what each mode reports, the idle floor windows on a card share, weights, and the rules that
@@ -35,7 +34,6 @@ describe.runIf(ready)("shared and exclusive attribution", () => {
   beforeAll(async () => {
     const warm = await Meter.forNode(node).open();
     await warm.close();
-    await workerReadyIfAsked();
   });
 
   it("two equal windows over the same span each get half of the card; alone, the whole card", async () => {

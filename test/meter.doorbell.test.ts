@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // close() on the native path does not wait for the sampler's next periodic tick: the closing edge
 // asks the card's sampling thread for a read, and the thread rings this environment's doorbell once
@@ -23,7 +22,6 @@ describe.runIf(ready)("close() rings the sampler's doorbell", () => {
   beforeAll(async () => {
     const warm = await Meter.forNode({ name: "bell", gpuIndex: 0, idleW: IDLE_W }).open();
     await warm.close();
-    await workerReadyIfAsked();
   });
   it("resolves on a read it asked for, not on the next periodic tick, and measures the window", async () => {
     const node = { name: "bell", gpuIndex: 0, idleW: IDLE_W };

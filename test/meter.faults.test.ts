@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // A card whose counter updates only every 100 ms, and then misbehaves: the counter jumps (driver
 // reload) or goes back. Each window must degrade honestly, with the reason, and never throw.
@@ -25,7 +24,6 @@ describe.runIf(ready)("a coarse or faulty energy counter", () => {
   beforeAll(async () => {
     const warm = await Meter.forNode(node).open();
     await warm.close();
-    await workerReadyIfAsked();
   });
   it("a window shorter than the counter's step: measured from the power read beside the counter, or not at all with averaged power only", async () => {
     const averaged = { name: "coarse-averaged", gpuIndex: 1, idleW: 50 };

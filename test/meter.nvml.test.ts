@@ -3,7 +3,6 @@ import { fairShare } from "./fakes/fair-share.js";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
 import { squareWave } from "./fakes/waves.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // Meter end to end on the native path: the addon's sampling thread reading the libnvidia-ml test
 // double. Every figure is compared with the scenario's exact energy over the window's own edges.
@@ -50,7 +49,6 @@ describe.runIf(ready)("Meter on the energy counter (nvml_counter)", () => {
     // First window: probes the card and starts the sampler.
     const m = await Meter.forNode(node).open();
     await m.close();
-    await workerReadyIfAsked();
   });
 
   it("measures windows and stages with power steps inside them against the scenario's energy", async () => {

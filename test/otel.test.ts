@@ -17,7 +17,6 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { counterAdvanceBounds } from "./fakes/card-energy.js";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
-import { workerReadyIfAsked } from "./fakes/worker-ready.js";
 
 // giul/otel with the real OpenTelemetry SDK (in-memory exporters), against the NVML double's
 // ground truth: the record on each request's span, the per-request histogram, the card metrics.
@@ -101,7 +100,6 @@ describe.runIf(ready)("giul/otel with the OpenTelemetry SDK", () => {
   beforeAll(async () => {
     const warm = await Meter.forNode(node).open();
     await warm.close();
-    await workerReadyIfAsked();
   });
   beforeEach(() => {
     otel?.disable();

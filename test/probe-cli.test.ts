@@ -211,54 +211,6 @@ describe.runIf(ready)("giul-probe arguments", () => {
     expect(ran.stdout).toContain("Usage: giul-probe [--json]");
   });
 
-  it("says where windows' arithmetic runs: each window's thread, and the worker on a crowded card by default; or one of them, and the worker's file", () => {
-    scenario = writeScenario(TWO_CARDS);
-    const byDefault = probe([], scenario.env());
-    expect(byDefault.status).toBe(0);
-    expect(byDefault.stdout).toMatch(
-      /^accounting\s+on each window's own thread, and on an accounting worker while a card has 512 or more windows open \(the default, GIUL_ACCOUNTING=auto\): .*offload-worker\.js$/m,
-    );
-    const defaultJson = JSON.parse(probe(["--json"], scenario.env()).stdout) as { accounting: unknown };
-    expect(defaultJson.accounting).toEqual({
-      mode: "auto",
-      workerFile: join(ROOT, "dist", "offload-worker.js"),
-      workerFound: true,
-    });
-    const thread = probe([], { ...scenario.env(), GIUL_ACCOUNTING: "thread" });
-    expect(thread.stdout).toMatch(/^accounting\s+on each window's own thread \(GIUL_ACCOUNTING=thread\)$/m);
-    const autoMissing = probe([], { ...scenario.env(), GIUL_OFFLOAD_WORKER: "/nonexistent/w.js" });
-    expect(autoMissing.stdout).toMatch(
-      /^accounting\s+on each window's own thread: the accounting worker's file is not there \(\/nonexistent\/w\.js\), so crowded cards too/m,
-    );
-
-    const worker = probe(["--json"], { ...scenario.env(), GIUL_ACCOUNTING: "worker" });
-    expect(worker.status).toBe(0);
-    const report = JSON.parse(worker.stdout) as {
-      accounting: { mode: string; workerFile: string; workerFound: boolean };
-    };
-    expect(report.accounting).toEqual({
-      mode: "worker",
-      workerFile: join(ROOT, "dist", "offload-worker.js"),
-      workerFound: true,
-    });
-
-    const missing = probe([], {
-      ...scenario.env(),
-      GIUL_ACCOUNTING: "worker",
-      GIUL_OFFLOAD_WORKER: "/nonexistent/w.js",
-    });
-    expect(missing.stdout).toMatch(
-      /^accounting\s+GIUL_ACCOUNTING=worker, but the worker's file is not there \(\/nonexistent\/w\.js\): windows are accounted on their own thread/m,
-    );
-  });
-
-  it("GIUL_ACCOUNTING naming no way giul knows exits 2, naming it", () => {
-    const ran = probe([], { GIUL_ACCOUNTING: "wroker" });
-    expect(ran.status).toBe(2);
-    expect(ran.stdout).toBe("");
-    expect(ran.stderr).toContain("GIUL_ACCOUNTING=wroker");
-  });
-
   it("GIUL_DISABLE_ADDON other than 1 or 0 exits 2, naming it (giul would load the addon)", () => {
     const ran = probe([], { GIUL_DISABLE_ADDON: "true" });
     expect(ran.status).toBe(2);

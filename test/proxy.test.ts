@@ -21,9 +21,6 @@ function wave(seconds: number): PowerPoint[] {
 }
 
 const sc = scenarioForThisProcess({ devices: [{ power: wave(900), counterStepMs: 10 }] });
-// Conservation is checked against the card's own figure in this thread's ledger (ledgerFor), so
-// the windows are accounted here whatever GIUL_ACCOUNTING the suite runs with.
-process.env.GIUL_ACCOUNTING = "thread";
 const { startProxy } = await import("../src/proxy/server.js");
 const { startStub } = await import("./fakes/openai-stub.mjs");
 const { select } = await import("../src/select/index.js");

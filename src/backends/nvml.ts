@@ -2,7 +2,6 @@ import type { DeviceInfo, GiulBinding, NativeSampler, RingLayout } from "../../b
 import { loadBinding } from "../binding.js";
 import type { BackendName } from "../measurement.js";
 import { type CardInfo, type CardState, fail, ok, type ProcessRead, type Result } from "../measurement.js";
-import type { TrackSpec } from "../offload/kinds.js";
 import type { CardReader } from "./card.js";
 import type { BackendDescriptor } from "./descriptor.js";
 import { NativeEventLog } from "./native-log.js";
@@ -136,10 +135,6 @@ class NvmlSource implements RingSource {
   ) {
     this.column = counter ? "energy" : "integral";
     this.averagedPower = averagedPower;
-  }
-
-  spec(): TrackSpec {
-    return { index: this.index, counter: this.column === "energy", instantPower: !this.averagedPower };
   }
 
   open(periodMs: number): Result<SampleRing> {

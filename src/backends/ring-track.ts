@@ -1,6 +1,5 @@
 import { debug } from "../debug.js";
 import { type BackendName, type Check, OK, type SpanMeasurement } from "../measurement.js";
-import type { TrackSpec } from "../offload/kinds.js";
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "./fusion.js";
 import type { EdgeReading, LatestSample, RingInfo, TrackReadings } from "./readings.js";
 import { emptySample, type RingSource, type Sample, type SampleRing } from "./ring.js";
@@ -64,8 +63,6 @@ export class RingTrack implements Track, TrackReadings {
   });
   /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
   private doorbell = false;
-  /** Its windows are accounted in another environment (see accountedElsewhere). */
-  private elsewhere = false;
   private readonly waits: RingWaits<RingEdge>;
   private readonly scratch: Sample = emptySample();
   private readonly scratch2: Sample = { ...this.scratch };
@@ -117,7 +114,7 @@ export class RingTrack implements Track, TrackReadings {
         this.openReason = null;
         this.generation += 1;
         this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
-        if (this.source.column === "energy" && !this.elsewhere) this.digest.start();
+        if (this.source.column === "energy") this.digest.start();
       }
     } else if (this.linger.resumed()) {
       // Back from idle: the windows' period again, the next edge's read at once (the doorbell).
@@ -148,23 +145,6 @@ export class RingTrack implements Track, TrackReadings {
     this.periodMs = Number.POSITIVE_INFINITY;
     this.digest.stop();
     this.source.close();
-  }
-
-  /**
-   * How another environment of the process opens the same source (the native sampler's), or null:
-   * where this track's windows can be accounted by the accounting worker (../offload/).
-   */
-  spec(): TrackSpec | null {
-    return this.source.spec?.() ?? null;
-  }
-
-  /**
-   * This track's windows are accounted in another environment (../offload/): its fused counter is
-   * no longer digested on a timer here (what evaluates an edge here still digests first).
-   */
-  accountedElsewhere(): void {
-    this.elsewhere = true;
-    this.digest.stop();
   }
 
   /** The doorbell rang. Nothing thrown here may reach the addon's callback (an uncaught error). */

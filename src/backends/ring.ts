@@ -1,5 +1,4 @@
 import type { Result } from "../measurement.js";
-import type { TrackSpec } from "../offload/kinds.js";
 import type { EventLog } from "./track.js";
 
 /**
@@ -91,8 +90,6 @@ export interface RingSource {
    * sampler's); null otherwise.
    */
   eventLog?(): EventLog | null;
-  /** How another environment of the process opens the same source (the native sampler's). */
-  spec?(): TrackSpec;
   /**
    * Where the source has one (the native sampler), a doorbell: `onSample` runs after the sampler's
    * next published sample following each {@link RingSource.wake}, so that a wait for a sample ends

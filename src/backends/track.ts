@@ -152,8 +152,8 @@ export interface EventLogEntry {
   countAfter: number;
   /**
    * Where the log says whose the event is (the native one): the appending reference's id, what
-   * its environment said (the window's number, its own weight after the event, the event's kind:
-   * ../offload/kinds.ts), and an open's idle floor; NaN where not said.
+   * its environment said (the window's number, its own weight after the event, the event's kind),
+   * and an open's idle floor; NaN where not said.
    */
   ref?: number;
   owner?: number;
@@ -181,7 +181,7 @@ export function emptyLogEntry(): EventLogEntry {
 /**
  * What an append says (the addon's ledgerAppend, binding.d.ts): the change of weight and of
  * windows open, an open's idle floor, and, where the log keeps them (the native one), the window's
- * number, its own weight after the event and the event's kind (../offload/kinds.ts).
+ * number, its own weight after the event and the event's kind.
  */
 export type AppendArgs = Parameters<NativeSampler["ledgerAppend"]>;
 

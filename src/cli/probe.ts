@@ -3,7 +3,6 @@
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
-import { existsSync } from "node:fs";
 import { whileAlive } from "../alive.js";
 import type { Track } from "../backends/track.js";
 import { disableAddonProblem } from "../binding.js";
@@ -12,7 +11,6 @@ import { type IdleResult, measureIdle } from "../idle.js";
 import type { BackendName } from "../measurement.js";
 import { Meter } from "../meter.js";
 import { resolveNode } from "../node.js";
-import { type Accounting, accountingMode, CROWD_WINDOWS, workerPath } from "../offload/client.js";
 import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
 import { forcedBackend, select } from "../select/index.js";
 import { descriptorOf } from "../select/registry.js";
@@ -311,11 +309,7 @@ function backendLine(device: HostDevice, smiFound: boolean, forced: BackendName 
 }
 
 /** The report as text for a person (`forced`: GIUL_BACKEND's backend, or null). */
-export function formatHuman(
-  report: HostReport,
-  forced: BackendName | null = null,
-  accounting: AccountingReport | null = null,
-): string {
+export function formatHuman(report: HostReport, forced: BackendName | null = null): string {
   const { addon, nvml, smi, devices } = report;
   const lines: string[] = [];
   lines.push(
@@ -331,7 +325,6 @@ export function formatHuman(
         "nvidia-smi",
         smi.path === null ? `not found (${smi.reason})` : `${smi.path}${smiPowerText(report.smiPower)}`,
       ],
-      ...(accounting === null ? [] : [["accounting", accountingText(accounting)] as const]),
     ]),
   );
   lines.push("");
@@ -393,7 +386,6 @@ export function formatHuman(
 export function formatJson(
   report: HostReport & {
     readonly forcedBackend?: BackendName | null;
-    readonly accounting?: AccountingReport;
   },
 ): string {
   return `${JSON.stringify(report, null, 2)}\n`;
@@ -410,12 +402,9 @@ export async function main(args: readonly string[]): Promise<number> {
     return 2;
   }
   let forced: BackendName | null;
-  let accounting: AccountingReport;
   try {
-    // GIUL_BACKEND and GIUL_ACCOUNTING are checked as a Meter checks them: an unknown name is
-    // refused, not ignored.
+    // GIUL_BACKEND is checked as a Meter checks it: an unknown name is refused, not ignored.
     forced = forcedBackend();
-    accounting = accountingReport(accountingMode());
     checkDisableAddon(process.env.GIUL_DISABLE_ADDON);
   } catch (error) {
     process.stderr.write(`giul-probe: ${error instanceof Error ? error.message : String(error)}\n`);
@@ -425,14 +414,14 @@ export async function main(args: readonly string[]): Promise<number> {
   if (parsed.kind === "watch") return watch(parsed.gpu, forced);
   if (parsed.kind === "demo") return demoRun(parsed.json);
   const report = await probeHost();
-  if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced, accounting }));
+  if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced }));
   else {
     if (forced !== null) {
       process.stdout.write(
         `GIUL_BACKEND=${forced}: a Meter on this host uses ${forced} wherever it can serve the card, and refuses to open where it cannot (BACKEND_UNAVAILABLE).\n\n`,
       );
     }
-    process.stdout.write(formatHuman(report, forced, accounting));
+    process.stdout.write(formatHuman(report, forced));
   }
   return 0;
 }
@@ -441,35 +430,6 @@ export async function main(args: readonly string[]): Promise<number> {
 function checkDisableAddon(value: string | undefined): void {
   const problem = disableAddonProblem(value);
   if (problem !== null) throw new GiulError("INVALID_OPTION", problem, { field: "GIUL_DISABLE_ADDON" });
-}
-
-/** Where windows' arithmetic runs here (GIUL_ACCOUNTING), and the worker's file where one can be used. */
-export interface AccountingReport {
-  readonly mode: Accounting;
-  /** The accounting worker's file (GIUL_ACCOUNTING=auto or worker), or null. */
-  readonly workerFile: string | null;
-  /** Whether that file is there: without it, windows are accounted on their own thread. */
-  readonly workerFound: boolean;
-}
-
-function accountingReport(mode: Accounting): AccountingReport {
-  const workerFile = mode === "thread" ? null : workerPath();
-  return { mode, workerFile, workerFound: workerFile !== null && existsSync(workerFile) };
-}
-
-/** The accounting row of the human report. */
-function accountingText(a: AccountingReport): string {
-  if (a.mode === "thread") return "on each window's own thread (GIUL_ACCOUNTING=thread)";
-  if (a.mode === "auto") {
-    return a.workerFound
-      ? `on each window's own thread, and on an accounting worker while a card has ${CROWD_WINDOWS} or more ` +
-          `windows open (the default, GIUL_ACCOUNTING=auto): ${a.workerFile}`
-      : `on each window's own thread: the accounting worker's file is not there (${a.workerFile}), ` +
-          "so crowded cards too (the default, GIUL_ACCOUNTING=auto)";
-  }
-  return a.workerFound
-    ? `on an accounting worker (GIUL_ACCOUNTING=worker): ${a.workerFile}`
-    : `GIUL_ACCOUNTING=worker, but the worker's file is not there (${a.workerFile}): windows are accounted on their own thread`;
 }
 
 // Piped into `head` and the like: a reader that went away ends the run quietly.
