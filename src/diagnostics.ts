@@ -38,8 +38,13 @@ export interface MeteredWindow {
   readonly node: ResolvedNode;
 }
 
+/** The messages as giul's own code handles them (any window). */
+export type WindowOpenMessage = OpenMessageOf<MeteredWindow>;
+export type WindowCloseMessage = CloseMessageOf<MeteredWindow>;
+export type EnergyMessage = EnergyMessageOf<MeteredWindow>;
+
 /** `giul:window:open`: a window's opening edge was taken. */
-export interface WindowOpenMessage<M extends MeteredWindow = MeteredWindow> {
+export interface OpenMessageOf<M extends MeteredWindow> {
   /** The window (a stable key for the window while it lives; use it in a WeakMap). */
   readonly meter: M;
   readonly node: ResolvedNode;
@@ -54,14 +59,14 @@ export interface WindowOpenMessage<M extends MeteredWindow = MeteredWindow> {
 }
 
 /** `giul:window:close`: a window's closing edge was taken; its record follows on `giul:energy`. */
-export interface WindowCloseMessage<M extends MeteredWindow = MeteredWindow> {
+export interface CloseMessageOf<M extends MeteredWindow> {
   readonly meter: M;
   /**
    * The message this window published on `giul:window:open`, or null where that channel had no
    * subscriber when it opened: what a subscriber kept there of the window (under a `Symbol` of its
    * own), found again without a `WeakMap` of open windows.
    */
-  readonly opening: WindowOpenMessage<M> | null;
+  readonly opening: OpenMessageOf<M> | null;
   readonly node: ResolvedNode;
   readonly backend: BackendName;
   readonly openNs: bigint;
@@ -73,10 +78,10 @@ export interface WindowCloseMessage<M extends MeteredWindow = MeteredWindow> {
 }
 
 /** `giul:energy`: a closed window's record, once. */
-export interface EnergyMessage<M extends MeteredWindow = MeteredWindow> {
+export interface EnergyMessageOf<M extends MeteredWindow> {
   readonly meter: M;
   /** The window's `giul:window:open` message, as on `giul:window:close` (null where none was published). */
-  readonly opening: WindowOpenMessage<M> | null;
+  readonly opening: OpenMessageOf<M> | null;
   readonly node: ResolvedNode;
   /** What the window cost, as `result()` returns it (`energy.toJSON()` is the fleet record). */
   readonly energy: Energy;

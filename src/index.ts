@@ -3,8 +3,17 @@
  * GPU's own counter where it has one, labelled with how they were obtained.
  */
 
-export type { EnergyMessage, WindowCloseMessage, WindowOpenMessage } from "./diagnostics.js";
+import type * as Channels from "./diagnostics.js";
+import type { Meter } from "./meter.js";
+
+export type { CloseMessageOf, EnergyMessageOf, MeteredWindow, OpenMessageOf } from "./diagnostics.js";
 export { GIUL_CHANNELS } from "./diagnostics.js";
+/** `giul:window:open`: a window's opening edge was taken. */
+export type WindowOpenMessage = Channels.OpenMessageOf<Meter>;
+/** `giul:window:close`: a window's closing edge was taken; its record follows on `giul:energy`. */
+export type WindowCloseMessage = Channels.CloseMessageOf<Meter>;
+/** `giul:energy`: a closed window's record, once. */
+export type EnergyMessage = Channels.EnergyMessageOf<Meter>;
 export type { Attribution, Concurrency, EnergyRecord, Method } from "./energy.js";
 export { Energy } from "./energy.js";
 export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./errors.js";

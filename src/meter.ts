@@ -466,7 +466,11 @@ export class Meter {
     return closed;
   }
 
-  /** The window's outcome once its edges have settled (`thrown`: settling them failed). */
+  /**
+   * The window's outcome once its edges have settled (`thrown`: settling them failed); called by
+   * its CloseWait.
+   * @internal
+   */
   measured(closeEvent: LedgerEvent, concurrency: Concurrency, thrown: { error: unknown } | null): void {
     const track = this.track as Track;
     const entries = this.entries as LedgerWindow;
