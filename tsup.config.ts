@@ -2,7 +2,7 @@ import { defineConfig } from "tsup";
 
 // The library in two module formats, and the command-line tools (bin: giul-probe, giul-agent,
 // giul-proxy) as ESM only, which is all their bin entries run. `shims` gives the CommonJS build an
-// `import.meta.url`, which src/binding.ts uses to find the package root (build/ and prebuilds/).
+// `import.meta.url`, which src/sources/native/binding.ts uses to find the package root (build/ and prebuilds/).
 // No source maps: the published files are the bundles and their types. No `clean` either (the two
 // builds run at once and would clean each other's output): `npm run build:ts` empties dist/ first.
 // The exporters are entries of their own (giul/otel, giul/prometheus): the main entry never loads

@@ -10,7 +10,7 @@
 // figure; "|err| %" the error as a share of the truth; "outside" the sampled windows whose error
 // exceeds their own bar (must be 0); Zeus is the difference of two counter reads at the edges.
 import { writeFileSync } from "node:fs";
-import { DEFAULT_PERIOD_MS } from "../src/meter-options.js";
+import { DEFAULT_PERIOD_MS } from "../src/meter/options.js";
 import {
   burstsAtEdges,
   type Scored,

@@ -1,5 +1,5 @@
 /**
- * What the fused counter (src/backends/fusion.ts) costs per sample it digests: reading the sample,
+ * What the fused counter (src/edges/fusion.ts) costs per sample it digests: reading the sample,
  * checking each closed counter step against the power readings, fitting the counter's cadence. On
  * the main thread this is paid once per sample the sampler writes (about 100 a second at the
  * default period, more with reads asked at edges), whatever the number of windows.
@@ -10,7 +10,7 @@
  *
  *   node bench/digest.js
  */
-import { CounterFusion } from "../src/backends/fusion.js";
+import { CounterFusion } from "../src/edges/fusion.js";
 import { squareWave } from "../test/fakes/accuracy.js";
 import { SyntheticCard } from "../test/fakes/synthetic.js";
 

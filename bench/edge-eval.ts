@@ -1,5 +1,5 @@
 /**
- * What evaluating one window edge on the fused counter (src/backends/fusion.ts `at`) costs, warm:
+ * What evaluating one window edge on the fused counter (src/edges/fusion.ts `at`) costs, warm:
  * the bound on the card's cumulative energy at an instant from the anchors around it and the power
  * readings. A window has four edges on the ledger (open, two marks, close); at 1,000 concurrent
  * windows they are a few of its µs (see bench/RESULTS.md). A process of its own: run after
@@ -11,8 +11,8 @@
  *
  *   node bench/edge-eval.js
  */
-import { CounterFusion, type FusedTarget } from "../src/backends/fusion.js";
-import { emptySample } from "../src/backends/ring.js";
+import { CounterFusion, type FusedTarget } from "../src/edges/fusion.js";
+import { emptySample } from "../src/track/ring.js";
 import { squareWave } from "../test/fakes/accuracy.js";
 import { SyntheticCard } from "../test/fakes/synthetic.js";
 

@@ -7,7 +7,7 @@
 import { fileURLToPath } from "node:url";
 import { runBundled } from "./lib.js";
 
-// Beside the package (not in /tmp): src/binding.ts finds the addon from its own location.
+// Beside the package (not in /tmp): src/sources/native/binding.ts finds the addon from its own location.
 await runBundled(
   fileURLToPath(new URL("fusion-hw.ts", import.meta.url)),
   fileURLToPath(new URL("..", import.meta.url)),

@@ -11,9 +11,9 @@
 // Without a GPU it runs against whatever GIUL_NVML_LIBRARY points at (the NVML double: a dry run).
 import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { nvmlTrack } from "../src/backends/nvml.js";
-import type { RingEdge } from "../src/backends/ring-edge.js";
-import { loadBinding } from "../src/binding.js";
+import type { RingEdge } from "../src/ring/edge.js";
+import { loadBinding } from "../src/sources/native/binding.js";
+import { nvmlTrack } from "../src/sources/native/descriptor.js";
 
 const arg = (name: string, fallback: string): string => {
   const i = process.argv.indexOf(name);

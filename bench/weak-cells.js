@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What watching a window for abandonment costs (src/meter-abandoned.ts): a FinalizationRegistry
+// What watching a window for abandonment costs (src/meter/abandoned.ts): a FinalizationRegistry
 // register() at open and unregister() at close, as every window did, against the list that windows
 // now join at open and leave at close (a swap-remove), with 10,000 windows open at once. The
 // registry's cost here is its own calls only; its weak cells cost the collector besides.

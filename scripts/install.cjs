@@ -8,7 +8,7 @@
 //      make or ninja, and a C++ compiler on PATH, and cmake-js and node-addon-api where this package
 //      can resolve them (a consumer adds both: BUILD_FROM_SOURCE below);
 //   4. otherwise: one line saying that giul runs on its pure-TS paths, what is missing, and the
-//      command that builds the addon (the same advice giul-probe gives, src/binding.ts).
+//      command that builds the addon (the same advice giul-probe gives, src/sources/native/binding.ts).
 // GIUL_SKIP_INSTALL_BUILD=1 skips all of it.
 "use strict";
 
@@ -19,7 +19,7 @@ const { delimiter, isAbsolute, join, resolve } = require("node:path");
 const root = resolve(__dirname, "..");
 const target = `${process.platform}-${process.arch}`;
 
-/** Keep in step with src/binding.ts, whose advice giul-probe prints. */
+/** Keep in step with src/sources/native/binding.ts, whose advice giul-probe prints. */
 const BUILD_FROM_SOURCE = "`npm install --save-dev cmake-js@8 node-addon-api@8 && npm rebuild giul`";
 
 function onPath(name) {

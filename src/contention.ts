@@ -1,6 +1,6 @@
-import type { CardReader } from "./backends/card.js";
-import type { ContendingProcess, ProcessInfo, ProcessRead } from "./measurement.js";
-import type { ResolvedNode } from "./node.js";
+import type { ResolvedNode } from "./rules/node.js";
+import type { CardReader } from "./track/card.js";
+import type { ContendingProcess, ProcessInfo, ProcessRead } from "./vocabulary/measurement.js";
 
 /** A process-list read that has not answered in this long counts as failed (ms). */
 export const DEFAULT_READ_TIMEOUT_MS = 5_000;

@@ -22,9 +22,9 @@
  * giul's own exporters never throw).
  */
 import { channel } from "node:diagnostics_channel";
-import type { Energy } from "./energy.js";
-import type { BackendName } from "./measurement.js";
-import type { ResolvedNode } from "./node.js";
+import type { Energy } from "./rules/energy.js";
+import type { ResolvedNode } from "./rules/node.js";
+import type { BackendName } from "./vocabulary/measurement.js";
 
 /** The names of giul's channels. */
 export const GIUL_CHANNELS = Object.freeze({

@@ -4,15 +4,14 @@
  * the operator runs on a quiet card, and whose answer they paste. Nothing applies it anywhere.
  */
 
-import { whileAlive } from "./alive.js";
-import type { CardReader } from "./backends/card.js";
-import type { TrackReadings } from "./backends/readings.js";
-import type { Track } from "./backends/track.js";
-import { GiulError } from "./errors.js";
-import type { BackendName, ProcessInfo } from "./measurement.js";
-import { resolveNode } from "./node.js";
+import { resolveNode } from "./rules/node.js";
 import { forcedBackend, select } from "./select/index.js";
-import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
+import type { CardReader } from "./track/card.js";
+import type { Track, TrackReadings } from "./track/track.js";
+import { whileAlive } from "./vocabulary/alive.js";
+import { GiulError } from "./vocabulary/errors.js";
+import type { BackendName, ProcessInfo } from "./vocabulary/measurement.js";
+import { describeValue, firstUnknownKey, unknownKey } from "./vocabulary/validate.js";
 
 export interface IdleOptions {
   /** The card (NVML / nvidia-smi index). Default 0. */

@@ -4,7 +4,7 @@
  */
 
 import type * as Channels from "./diagnostics.js";
-import type { Meter } from "./meter.js";
+import type { Meter } from "./meter/meter.js";
 
 export type { CloseMessageOf, EnergyMessageOf, MeteredWindow, OpenMessageOf } from "./diagnostics.js";
 export { GIUL_CHANNELS } from "./diagnostics.js";
@@ -14,16 +14,16 @@ export type WindowOpenMessage = Channels.OpenMessageOf<Meter>;
 export type WindowCloseMessage = Channels.CloseMessageOf<Meter>;
 /** `giul:energy`: a closed window's record, once. */
 export type EnergyMessage = Channels.EnergyMessageOf<Meter>;
-export type { Attribution, Concurrency, EnergyRecord, Method } from "./energy.js";
-export { Energy } from "./energy.js";
-export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./errors.js";
-export { GiulError, isGiulError } from "./errors.js";
 export type { IdleMeasurement, IdleOptions, IdleResult } from "./idle.js";
 export { measureIdle } from "./idle.js";
-export type { BackendName, ContendingProcess, ProcessInfo } from "./measurement.js";
-export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter.js";
-export { Meter } from "./meter.js";
-export type { Node, ResolvedNode } from "./node.js";
-export { resolveNode } from "./node.js";
+export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter/meter.js";
+export { Meter } from "./meter/meter.js";
 export type { NodeState, PoolFit, ProbeOptions } from "./probe.js";
 export { poolFits, probeNode } from "./probe.js";
+export type { Attribution, Concurrency, EnergyRecord, Method } from "./rules/energy.js";
+export { Energy } from "./rules/energy.js";
+export type { Node, ResolvedNode } from "./rules/node.js";
+export { resolveNode } from "./rules/node.js";
+export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./vocabulary/errors.js";
+export { GiulError, isGiulError } from "./vocabulary/errors.js";
+export type { BackendName, ContendingProcess, ProcessInfo } from "./vocabulary/measurement.js";

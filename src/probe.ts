@@ -1,8 +1,8 @@
-import { debug } from "./debug.js";
-import { GiulError } from "./errors.js";
-import { type CardState, type Failure, fail, type Result } from "./measurement.js";
-import { type Node, resolveNode } from "./node.js";
+import { type Node, resolveNode } from "./rules/node.js";
 import { forcedBackend, select } from "./select/index.js";
+import { debug } from "./vocabulary/debug.js";
+import { GiulError } from "./vocabulary/errors.js";
+import { type CardState, type Failure, fail, type Result } from "./vocabulary/measurement.js";
 
 /** A card's state, for callers deciding whether to spend something on it. */
 export interface NodeState {

@@ -11,11 +11,15 @@
  * card.close();
  * ```
  */
-import { declareSimulatedCard, type SimulatedPower, undeclareSimulatedCard } from "./backends/simulated.js";
-import { GiulError } from "./errors.js";
-import { describeValue, firstUnknownKey, unknownKey } from "./validate.js";
+import {
+  declareSimulatedCard,
+  type SimulatedPower,
+  undeclareSimulatedCard,
+} from "./sources/simulated/descriptor.js";
+import { GiulError } from "./vocabulary/errors.js";
+import { describeValue, firstUnknownKey, unknownKey } from "./vocabulary/validate.js";
 
-export type { SimulatedPower } from "./backends/simulated.js";
+export type { SimulatedPower } from "./sources/simulated/descriptor.js";
 
 export interface SimulateCardOptions {
   /** The card to stand in for (default 0). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_PERIOD_MS } from "../src/meter-options.js";
+import { DEFAULT_PERIOD_MS } from "../src/meter/options.js";
 import {
   burstsAtEdges,
   type Summary,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEnergy, parsePower } from "../src/wire.js";
+import { parseEnergy, parsePower } from "../src/vocabulary/wire.js";
 
 // The client side of /power, as the remote backend reads either agent (this one or Python's).
 

@@ -31,10 +31,10 @@ delete process.env.GIUL_NVIDIA_SMI;
 
 const { Meter, resolveNode } = await import("../src/index.js");
 const { select } = await import("../src/select/index.js");
-const { ledgerFor } = await import("../src/ledger.js");
+const { ledgerFor } = await import("../src/ledger/ledger.js");
 const { startAgent } = await import("../src/agent/server.js");
-type MeterT = import("../src/meter.js").Meter;
-type NodeT = import("../src/node.js").Node;
+type MeterT = import("../src/meter/meter.js").Meter;
+type NodeT = import("../src/rules/node.js").Node;
 
 const ready = nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

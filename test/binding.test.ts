@@ -9,8 +9,8 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bindingShapeProblem, loadBindingFrom, packageRoot } from "../src/binding.js";
-import { GiulError, isGiulError } from "../src/errors.js";
+import { bindingShapeProblem, loadBindingFrom, packageRoot } from "../src/sources/native/binding.js";
+import { GiulError, isGiulError } from "../src/vocabulary/errors.js";
 import { ADDON, ROOT } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { CardReader } from "../src/backends/card.js";
 import { classify, isIgnored, matchesServing, ProcessWatcher, tenantsOf } from "../src/contention.js";
-import type { ProcessRead } from "../src/measurement.js";
-import { resolveNode } from "../src/node.js";
+import { resolveNode } from "../src/rules/node.js";
+import type { CardReader } from "../src/track/card.js";
+import type { ProcessRead } from "../src/vocabulary/measurement.js";
 
 const shared = resolveNode({
   name: "iris",

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { EnergyTotal, freshPowerW } from "../src/backends/energy-total.js";
-import type { LatestSample } from "../src/backends/readings.js";
+import { EnergyTotal, freshPowerW } from "../src/edges/energy-total.js";
+import type { LatestSample } from "../src/track/track.js";
 
-// hw.energy's counter (src/backends/energy-total.ts): never decreasing, never more than the card
+// hw.energy's counter (src/edges/energy-total.ts): never decreasing, never more than the card
 // drew, across faults, counter resets and restarts of the sampler.
 
 const S = 1_000_000_000n;

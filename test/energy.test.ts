@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type ChargeContext, charge, Energy } from "../src/energy.js";
+import { type ChargeContext, charge, Energy } from "../src/rules/energy.js";
 
 const ctx = (over: Partial<ChargeContext> = {}): ChargeContext => ({
   backend: "nvml_counter",

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { CardLedger, type LedgerWindow } from "../src/ledger/ledger.js";
 import type {
   Edge,
   EdgeError,
@@ -8,9 +9,8 @@ import type {
   IntervalMeasurement,
   SharedLog,
   Track,
-} from "../src/backends/track.js";
-import { CardLedger, type LedgerWindow } from "../src/ledger.js";
-import type { Check, SpanMeasurement } from "../src/measurement.js";
+} from "../src/track/track.js";
+import type { Check, SpanMeasurement } from "../src/vocabulary/measurement.js";
 import { fairShare } from "./fakes/fair-share.js";
 
 // The per-card ledger on its own, against a synthetic card whose cumulative energy is exact and

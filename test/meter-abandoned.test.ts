@@ -1,9 +1,9 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
-import type { Track } from "../src/backends/track.js";
-import type { CardLedger, LedgerWindow } from "../src/ledger.js";
-import { AbandonedWindows, Leftovers } from "../src/meter-abandoned.js";
+import type { CardLedger, LedgerWindow } from "../src/ledger/ledger.js";
+import { AbandonedWindows, Leftovers } from "../src/meter/abandoned.js";
+import type { Track } from "../src/track/track.js";
 
 // Windows are registered with the FinalizationRegistry only once open across a whole sweep (the
 // registry's cells cost every window ~0.6 µs and the collector more): checked here with the

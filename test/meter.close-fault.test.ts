@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it, vi } from "vitest";
-import type { Accounted } from "../src/ledger.js";
+import type { Accounted } from "../src/ledger/ledger.js";
 import { nativeReady } from "./fakes/paths.js";
 import { scenarioForThisProcess } from "./fakes/scenario.js";
 
@@ -10,7 +10,7 @@ import { scenarioForThisProcess } from "./fakes/scenario.js";
 
 const sc = scenarioForThisProcess({ devices: [{ power: 300, counterStepMs: 1 }] });
 const { Meter } = await import("../src/index.js");
-const { CardLedger } = await import("../src/ledger.js");
+const { CardLedger } = await import("../src/ledger/ledger.js");
 
 const ready = nativeReady();
 afterAll(() => sc.remove());

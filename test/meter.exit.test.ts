@@ -71,7 +71,7 @@ describe.runIf(ready)("a window that is never closed", () => {
     });
     expect(out).toContain("threads while held 1");
     // released at collection (a window is registered for that once open across a whole sweep,
-    // 1 to 2 s: src/meter-abandoned.ts), then stopped after the sampler's linger (5 s)
+    // 1 to 2 s: src/meter/abandoned.ts), then stopped after the sampler's linger (5 s)
     expect(out).toContain("threads after 0");
   }, 40_000);
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RingTrack } from "../src/backends/ring-track.js";
+import type { RingTrack } from "../src/ring/ring-track.js";
 import { nativeReady } from "./fakes/paths.js";
 import { type PowerPoint, scenarioForThisProcess } from "./fakes/scenario.js";
 
@@ -31,9 +31,9 @@ const sc = scenarioForThisProcess({
   ],
 });
 const { Meter } = await import("../src/index.js");
-const { loadBinding } = await import("../src/binding.js");
-const { openTrack } = await import("../src/open-track.js");
-const { resolveNode } = await import("../src/node.js");
+const { loadBinding } = await import("../src/sources/native/binding.js");
+const { openTrack } = await import("../src/meter/open-track.js");
+const { resolveNode } = await import("../src/rules/node.js");
 
 const ready = nativeReady();
 afterAll(() => sc.remove());

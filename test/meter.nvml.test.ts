@@ -13,7 +13,7 @@ const sc = scenarioForThisProcess({ devices: [{ power: squareWave(600), counterS
 
 // Loaded after the environment is set: the addon reads it on its first NVML call.
 const { Meter, isGiulError } = await import("../src/index.js");
-type MeterT = import("../src/meter.js").Meter;
+type MeterT = import("../src/meter/meter.js").Meter;
 
 const ready = nativeReady();
 

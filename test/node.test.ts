@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { GiulError } from "../src/errors.js";
-import { type Node, resolveNode } from "../src/node.js";
+import { type Node, resolveNode } from "../src/rules/node.js";
+import { GiulError } from "../src/vocabulary/errors.js";
 
 const base: Node = { name: "iris", gpuIndex: 0, idleW: 38 };
 

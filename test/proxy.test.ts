@@ -24,10 +24,10 @@ const sc = scenarioForThisProcess({ devices: [{ power: wave(900), counterStepMs:
 const { startProxy } = await import("../src/proxy/server.js");
 const { startStub } = await import("./fakes/openai-stub.mjs");
 const { select } = await import("../src/select/index.js");
-const { ledgerFor } = await import("../src/ledger.js");
-const { resolveNode } = await import("../src/node.js");
+const { ledgerFor } = await import("../src/ledger/ledger.js");
+const { resolveNode } = await import("../src/rules/node.js");
 type ProxyRecord = import("../src/proxy/record.js").ProxyRecord;
-type MeterT = import("../src/meter.js").Meter;
+type MeterT = import("../src/meter/meter.js").Meter;
 
 const ready = nativeReady();
 const node = { name: "stub-host", gpuIndex: 0, idleW: IDLE_W };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { exactSpan, placeEdge, RemoteEdge } from "../src/backends/remote-exact.js";
-import type { EnergyWire } from "../src/wire.js";
+import { exactSpan, placeEdge, RemoteEdge } from "../src/sources/remote/exact.js";
+import type { EnergyWire } from "../src/vocabulary/wire.js";
 import { burstsAtEdges, squareWave, type WindowPlan, windowPlans } from "./fakes/accuracy.js";
 import { DeviceTruth, type PowerPoint } from "./fakes/scenario.js";
 import { hash01 } from "./fakes/synthetic.js";

@@ -58,8 +58,8 @@ const smooth = new Scenario({
 
 const { Meter } = await import("../src/index.js");
 const { startAgent } = await import("../src/agent/server.js");
-const { agentCardReader, getJson } = await import("../src/backends/agent-client.js");
-type MeterT = import("../src/meter.js").Meter;
+const { agentCardReader, getJson } = await import("../src/sources/remote/agent-client.js");
+type MeterT = import("../src/meter/meter.js").Meter;
 
 const AGENT_CLI = join(ROOT, "dist", "cli", "agent.js");
 const ready = nativeReady() && existsSync(AGENT_CLI);

@@ -1,12 +1,12 @@
 import { describe, expect, it, vi } from "vitest";
-import { CounterFusion } from "../src/backends/fusion.js";
-import { JsRing } from "../src/backends/js-ring.js";
-import type { RingSource } from "../src/backends/ring.js";
-import { RingDigest } from "../src/backends/ring-digest.js";
-import { RingTrack } from "../src/backends/ring-track.js";
-import { WAIT_CAP_MS, WAIT_FLOOR_MS } from "../src/backends/ring-waits.js";
-import type { Edge } from "../src/backends/track.js";
-import { OK, ok } from "../src/measurement.js";
+import { CounterFusion } from "../src/edges/fusion.js";
+import { RingDigest } from "../src/ring/digest.js";
+import { JsRing } from "../src/ring/js-ring.js";
+import { RingTrack } from "../src/ring/ring-track.js";
+import { WAIT_CAP_MS, WAIT_FLOOR_MS } from "../src/ring/waits.js";
+import type { RingSource } from "../src/track/ring.js";
+import type { Edge } from "../src/track/track.js";
+import { OK, ok } from "../src/vocabulary/measurement.js";
 
 // The window arithmetic shared by every sampling backend, driven by a synthetic card whose power
 // is known exactly: P(t) = 100 W before 0.5 s, 400 W from 0.5 s to 1.2 s, then 250 W.

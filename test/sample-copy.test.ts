@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { emptySample } from "../src/backends/ring.js";
-import { SampleCopy } from "../src/backends/sample-copy.js";
+import { SampleCopy } from "../src/edges/sample-copy.js";
+import { emptySample } from "../src/track/ring.js";
 
 // The fused counter's copy of the samples answers a span's longest gap from blocks' maxima, not a
 // walk of every sample (a window of seconds would walk hundreds). Checked here against the walk

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { medianOf } from "../src/backends/cadence.js";
-import { energyBounds, GainEvidence, PowerReadings, SENSOR_MODELS } from "../src/backends/power-model.js";
-import { SensorEnergyMemo } from "../src/backends/sensor-energy.js";
+import { medianOf } from "../src/edges/cadence.js";
+import { energyBounds, GainEvidence, PowerReadings, SENSOR_MODELS } from "../src/edges/power-model.js";
+import { SensorEnergyMemo } from "../src/edges/sensor-energy.js";
 
 // The memo (running sums under CONTINUOUS, a memo under the held readings) must give exactly what a
 // walk over every reading gives (energyBounds), only summed in another order: checked here on

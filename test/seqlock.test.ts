@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { LedgerLayout, NativeSampler, RingLayout } from "../binding.js";
-import { NativeEventLog } from "../src/backends/native-log.js";
-import { NativeRing } from "../src/backends/nvml.js";
-import { emptySample } from "../src/backends/ring.js";
-import { emptyLogEntry } from "../src/backends/track.js";
+import { NativeRing } from "../src/sources/native/descriptor.js";
+import { NativeEventLog } from "../src/sources/native/event-log.js";
+import { emptySample } from "../src/track/ring.js";
+import { emptyLogEntry } from "../src/track/track.js";
 
 // The readers of the addon's shared buffers (the ring, the event log) while a writer is inside a
 // write section: the writer here is this test, stopped half-way as a preempted sampling thread

@@ -5,7 +5,7 @@
  * ms resolution. Every placement is compared with the true reading time.
  */
 import { describe, expect, it } from "vitest";
-import { OFFSET_WINDOW_MS, SmiClock } from "../src/backends/smi-clock.js";
+import { OFFSET_WINDOW_MS, SmiClock } from "../src/sources/smi/clock.js";
 
 const MS = 1_000_000n;
 const PERIOD = 100n * MS;

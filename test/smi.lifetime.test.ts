@@ -1,7 +1,7 @@
 /**
  * The nvidia-smi child's lifetime: it never keeps its parent alive, it stops when the last card
  * closes, and it does not outlive its parent even when the parent is killed with SIGKILL (then no
- * JavaScript runs: the watchdog shell sees its stdin pipe close). The parent is src/backends/smi.ts
+ * JavaScript runs: the watchdog shell sees its stdin pipe close). The parent is src/sources/smi/descriptor.ts
  * bundled with esbuild into a plain script.
  */
 import { spawn, spawnSync } from "node:child_process";
@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SmiSampler } from "../src/backends/smi-sampler.js";
+import { SmiSampler } from "../src/sources/smi/sampler.js";
 import { built, FAKE_NVML, FAKE_SMI, ROOT } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 

@@ -14,8 +14,8 @@ import {
   type SmiLine,
   smiArgs,
   summarizeRows,
-} from "../src/backends/smi-parse.js";
-import { LineSplitter } from "../src/backends/supervisor.js";
+} from "../src/sources/smi/parse.js";
+import { LineSplitter } from "../src/sources/smi/supervisor.js";
 
 function row(line: SmiLine): Extract<SmiLine, { kind: "row" }> {
   if (line.kind !== "row") throw new Error(`expected a row, got ${JSON.stringify(line)}`);

@@ -7,10 +7,10 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { querySmiOnce } from "../src/backends/smi-parse.js";
-import type { BindingLoad } from "../src/binding.js";
 import { localCapabilities } from "../src/select/capabilities.js";
 import { probeHostWith } from "../src/select/host.js";
+import type { BindingLoad } from "../src/sources/native/binding.js";
+import { querySmiOnce } from "../src/sources/smi/parse.js";
 import { built, FAKE_NVML, FAKE_SMI } from "./fakes/paths.js";
 import { writeScenario } from "./fakes/scenario.js";
 

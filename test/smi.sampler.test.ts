@@ -16,11 +16,11 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { emptySample } from "../src/backends/ring.js";
-import { smiTrack } from "../src/backends/smi.js";
-import { SmiSampler } from "../src/backends/smi-sampler.js";
-import type { Edge, Track } from "../src/backends/track.js";
-import { OK } from "../src/measurement.js";
+import { smiTrack } from "../src/sources/smi/descriptor.js";
+import { SmiSampler } from "../src/sources/smi/sampler.js";
+import { emptySample } from "../src/track/ring.js";
+import type { Edge, Track } from "../src/track/track.js";
+import { OK } from "../src/vocabulary/measurement.js";
 import { built, FAKE_NVML, FAKE_SMI, FAKE_SMI_BIN } from "./fakes/paths.js";
 import { type ScenarioSpec, withScenario } from "./fakes/scenario.js";
 

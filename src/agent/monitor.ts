@@ -7,16 +7,16 @@
  * finds it older than its TTL; a request that finds it much older (the agent sat idle) waits for
  * the refresh, a bounded while.
  */
-import type { CardReader } from "../backends/card.js";
-import { EnergyTotal } from "../backends/energy-total.js";
-import type { LatestSample, TrackReadings } from "../backends/readings.js";
-import type { Track } from "../backends/track.js";
-import { debug } from "../debug.js";
-import { fail, ok, type Result } from "../measurement.js";
-import { resolveNode } from "../node.js";
+
+import { EnergyTotal } from "../edges/energy-total.js";
+import { resolveNode } from "../rules/node.js";
 import { type CardIdentity, cardInUse } from "../select/in-use.js";
 import { forcedBackend, select } from "../select/index.js";
-import type { ComputeAppWire, EnergyWire, PowerWire } from "../wire.js";
+import type { CardReader } from "../track/card.js";
+import type { LatestSample, Track, TrackReadings } from "../track/track.js";
+import { debug } from "../vocabulary/debug.js";
+import { fail, ok, type Result } from "../vocabulary/measurement.js";
+import type { ComputeAppWire, EnergyWire, PowerWire } from "../vocabulary/wire.js";
 
 export interface DeviceState {
   readonly name: string | null;

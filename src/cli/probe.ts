@@ -1,20 +1,20 @@
 #!/usr/bin/env node
+import { type IdleResult, measureIdle } from "../idle.js";
+import { Meter } from "../meter/meter.js";
+import { resolveNode } from "../rules/node.js";
+import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
+import { forcedBackend, select } from "../select/index.js";
+import { descriptorOf } from "../select/registry.js";
+import { disableAddonProblem } from "../sources/native/binding.js";
+import { simulateCard } from "../testing.js";
+import type { Track } from "../track/track.js";
 /**
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
-import { whileAlive } from "../alive.js";
-import type { Track } from "../backends/track.js";
-import { disableAddonProblem } from "../binding.js";
-import { GiulError } from "../errors.js";
-import { type IdleResult, measureIdle } from "../idle.js";
-import type { BackendName } from "../measurement.js";
-import { Meter } from "../meter.js";
-import { resolveNode } from "../node.js";
-import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
-import { forcedBackend, select } from "../select/index.js";
-import { descriptorOf } from "../select/registry.js";
-import { simulateCard } from "../testing.js";
+import { whileAlive } from "../vocabulary/alive.js";
+import { GiulError } from "../vocabulary/errors.js";
+import type { BackendName } from "../vocabulary/measurement.js";
 
 const USAGE = `Usage: giul-probe [--json]
        giul-probe --idle [--gpu N] [--seconds 30] [--json]

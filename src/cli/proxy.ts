@@ -5,13 +5,13 @@
  * 1 when it cannot start. Messages go to stderr; stdout is left to `--log -`.
  */
 import { closeSync, openSync, readFileSync } from "node:fs";
-import { isGiulError } from "../errors.js";
-import { DEFAULT_PERIOD_MS } from "../meter-options.js";
-import { type Node, resolveNode } from "../node.js";
+import { DEFAULT_PERIOD_MS } from "../meter/options.js";
 import { NdjsonLog } from "../proxy/log.js";
 import type { ProxyOptions } from "../proxy/options.js";
 import { upstreamUrl } from "../proxy/options.js";
 import { type MeteringProxy, startProxy } from "../proxy/server.js";
+import { type Node, resolveNode } from "../rules/node.js";
+import { isGiulError } from "../vocabulary/errors.js";
 
 const USAGE = `Usage: giul-proxy --upstream URL --idle-w W [--gpu N] [options]
 

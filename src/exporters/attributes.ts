@@ -6,7 +6,7 @@
  * method and uncertainty. Kept to these because a span's attributes are paid for per request (see
  * bench/RESULTS.md); the whole record is `energy.toJSON()`.
  */
-import type { Energy } from "../energy.js";
+import type { Energy } from "../rules/energy.js";
 
 export type AttributeValue = string | number | boolean | string[];
 export type FlatAttributes = Record<string, AttributeValue>;

@@ -3,7 +3,7 @@
  * energy as a counter that never goes back, read from the newest sample of the sampler already
  * running (shared memory): no NVML call, nothing started. See src/select/in-use.ts.
  */
-import { EnergyTotal, freshPowerW } from "../backends/energy-total.js";
+import { EnergyTotal, freshPowerW } from "../edges/energy-total.js";
 import { type CardIdentity, cardsInUse } from "../select/in-use.js";
 
 export interface CardFigures {

@@ -34,7 +34,7 @@ import {
   ValueType,
 } from "@opentelemetry/api";
 import { type EnergyMessage, GIUL_CHANNELS, type WindowOpenMessage } from "../diagnostics.js";
-import type { Energy } from "../energy.js";
+import type { Energy } from "../rules/energy.js";
 import { hrTimeOfMs, JOULE_BUCKETS, LabelCache, setEnergyAttributes, stageAttributes } from "./attributes.js";
 import { CardFigureReader, hwAttributes } from "./cards.js";
 

@@ -18,8 +18,8 @@ import type {
   IncomingMessage,
   ServerResponse,
 } from "node:http";
-import type { Energy } from "../energy.js";
-import type { Meter } from "../meter.js";
+import type { Meter } from "../meter/meter.js";
+import type { Energy } from "../rules/energy.js";
 import { endToEnd, field, requestHeaders, sendError, without } from "./headers.js";
 import type { ResolvedProxyOptions } from "./options.js";
 import {

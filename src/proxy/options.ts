@@ -2,11 +2,12 @@
  * giul-proxy's options, checked once at start: every bad value is a GiulError naming the option
  * (the node's fields are checked by resolveNode, naming `node.<field>`).
  */
-import { GiulError } from "../errors.js";
-import type { Meter } from "../meter.js";
-import { DEFAULT_PERIOD_MS } from "../meter-options.js";
-import type { Node } from "../node.js";
-import { describeValue, firstUnknownKey, unknownKey } from "../validate.js";
+
+import type { Meter } from "../meter/meter.js";
+import { DEFAULT_PERIOD_MS } from "../meter/options.js";
+import type { Node } from "../rules/node.js";
+import { GiulError } from "../vocabulary/errors.js";
+import { describeValue, firstUnknownKey, unknownKey } from "../vocabulary/validate.js";
 import type { ProxyRecord } from "./record.js";
 
 export interface ProxyOptions {

@@ -3,7 +3,7 @@
  * `usage`), and what it writes: the energy headers, the client's record (SSE comment, trailers,
  * `usage.energy`) and the log's fleet record.
  */
-import type { Energy, EnergyRecord } from "../energy.js";
+import type { Energy, EnergyRecord } from "../rules/energy.js";
 import { type Usage, usageOf } from "./sse.js";
 
 /** How the exchange ended. */

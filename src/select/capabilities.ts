@@ -5,11 +5,11 @@
  * same things for every card.
  */
 import type { DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../../binding.js";
-import type { CardCapabilities, LocalCapabilities } from "../backends/descriptor.js";
-import type { SmiProbe } from "../backends/smi-parse.js";
-import { findNvidiaSmi, type SmiStatus } from "../backends/smi-path.js";
-import { type BindingLoad, loadBinding } from "../binding.js";
-import { debug } from "../debug.js";
+import { type BindingLoad, loadBinding } from "../sources/native/binding.js";
+import type { SmiProbe } from "../sources/smi/parse.js";
+import { findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
+import type { CardCapabilities, LocalCapabilities } from "../track/descriptor.js";
+import { debug } from "../vocabulary/debug.js";
 
 export interface NvmlStatus {
   /** libnvidia-ml loaded and nvmlInit succeeded. */
@@ -35,7 +35,7 @@ export interface HostDeps {
   readonly querySmi?: (path: string, env: NodeJS.ProcessEnv) => Promise<SmiProbe>;
 }
 
-/** The process itself: the addon as src/binding.ts loads it, and process.env. */
+/** The process itself: the addon as src/sources/native/binding.ts loads it, and process.env. */
 export const defaultHostDeps: HostDeps = { load: loadBinding, env: process.env };
 
 const DEFAULT_LIBRARY = "libnvidia-ml.so.1";

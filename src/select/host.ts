@@ -4,10 +4,10 @@
  * Never throws: every failure is a field with a reason. giul-probe prints this.
  */
 import type { DeviceInfo, NativeFailure } from "../../binding.js";
-import { querySmiOnce, type SmiProbe } from "../backends/smi-parse.js";
-import { findNvidiaSmi, type SmiStatus } from "../backends/smi-path.js";
-import { debug } from "../debug.js";
-import type { BackendName } from "../measurement.js";
+import { querySmiOnce, type SmiProbe } from "../sources/smi/parse.js";
+import { findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
+import { debug } from "../vocabulary/debug.js";
+import type { BackendName } from "../vocabulary/measurement.js";
 import {
   capabilitiesOf,
   defaultHostDeps,

@@ -9,8 +9,8 @@
  * (dist/otel.js, dist/prometheus.js) carry their own copy of this module and must see the cards
  * the main bundle's Meter opened (and a CommonJS copy those of an ESM one).
  */
-import type { TrackReadings } from "../backends/readings.js";
-import type { BackendName } from "../measurement.js";
+import type { TrackReadings } from "../track/track.js";
+import type { BackendName } from "../vocabulary/measurement.js";
 
 /** Who a card is, as the OpenTelemetry hardware conventions name it (`hw.*`). */
 export interface CardIdentity {

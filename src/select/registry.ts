@@ -4,12 +4,13 @@
  * comes from its own file under src/backends/; adding one (another vendor's library, say) is that
  * file and one line here.
  */
-import type { BackendDescriptor, CardTarget, LocalCapabilities } from "../backends/descriptor.js";
-import { nvmlCounterBackend, nvmlSamplerBackend } from "../backends/nvml.js";
-import { remoteAgentBackend } from "../backends/remote.js";
-import { simulatedBackend } from "../backends/simulated.js";
-import { smiSamplerBackend } from "../backends/smi.js";
-import type { BackendName } from "../measurement.js";
+
+import { nvmlCounterBackend, nvmlSamplerBackend } from "../sources/native/descriptor.js";
+import { remoteAgentBackend } from "../sources/remote/descriptor.js";
+import { simulatedBackend } from "../sources/simulated/descriptor.js";
+import { smiSamplerBackend } from "../sources/smi/descriptor.js";
+import type { BackendDescriptor, CardTarget, LocalCapabilities } from "../track/descriptor.js";
+import type { BackendName } from "../vocabulary/measurement.js";
 
 const REGISTRY: readonly BackendDescriptor[] = [
   simulatedBackend,

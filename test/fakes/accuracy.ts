@@ -5,7 +5,7 @@
  * the figure, and what Zeus (a difference of two counter reads at the edges) would have said.
  * Used by the accuracy suite (test/accuracy.test.ts) and the benchmark (bench/accuracy.js).
  */
-import type { Edge } from "../../src/backends/track.js";
+import type { Edge } from "../../src/track/track.js";
 import type { PowerPoint } from "./scenario.js";
 import { hash01, type SyntheticCard } from "./synthetic.js";
 
@@ -37,7 +37,7 @@ export type WaitMode = "sample" | "counter";
 const MS = 1e6;
 /**
  * The shortest burst or dip the traces hold (ms): longer than the sampler's longest interval
- * between reads (1.618 periods of 10 ms), as the power bound assumes (see src/backends/power-model.ts).
+ * between reads (1.618 periods of 10 ms), as the power bound assumes (see src/edges/power-model.ts).
  */
 export const MIN_FEATURE_MS = 20;
 

@@ -1,5 +1,5 @@
 // A reader of a device's event log (binding.d.ts LedgerLayout) under its seqlock, the protocol of
-// NativeRing in src/backends/nvml.ts. Plain CommonJS so that worker_threads started with
+// NativeRing in src/sources/native/descriptor.ts. Plain CommonJS so that worker_threads started with
 // `eval: true` can require it as well as the test files (test/native.ledger-log.test.ts).
 "use strict";
 

@@ -31,7 +31,7 @@ export interface LedgerEntry {
   readonly idleW: number;
 }
 
-/** Reads under the log's seqlock (the protocol of NativeRing in src/backends/nvml.ts). */
+/** Reads under the log's seqlock (the protocol of NativeRing in src/sources/native/descriptor.ts). */
 export interface LedgerReader {
   readonly capacity: number;
   /** Reads that found the seqlock odd or moved, and were retried. */

@@ -5,11 +5,11 @@
  * 10,000 windows take seconds. The tick schedule mirrors native/sampler.cc: a fixed period, the
  * counter read first (its midpoint stamps the sample), then power.
  */
-import { JsRing } from "../../src/backends/js-ring.js";
-import type { RingSource } from "../../src/backends/ring.js";
-import { RingTrack } from "../../src/backends/ring-track.js";
-import type { Edge } from "../../src/backends/track.js";
-import { ok } from "../../src/measurement.js";
+import { JsRing } from "../../src/ring/js-ring.js";
+import { RingTrack } from "../../src/ring/ring-track.js";
+import type { RingSource } from "../../src/track/ring.js";
+import type { Edge } from "../../src/track/track.js";
+import { ok } from "../../src/vocabulary/measurement.js";
 import { type DeviceSpec, DeviceTruth } from "./scenario.js";
 
 /** How the sampling thread reads the card. */

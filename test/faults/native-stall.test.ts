@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { STALL_RETRY_BASE_MS, WAIT_CAP_MS, WAIT_FLOOR_MS } from "../../src/backends/ring-waits.js";
+import { STALL_RETRY_BASE_MS, WAIT_CAP_MS, WAIT_FLOOR_MS } from "../../src/ring/waits.js";
 import { nativeReady } from "../fakes/paths.js";
 import { scenarioForThisProcess } from "../fakes/scenario.js";
 import { NO_WAIT_MS, report, SLACK_MS, sleep, timed } from "./bounds.js";

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { STALL_RETRY_BASE_MS } from "../../src/backends/ring-waits.js";
+import { STALL_RETRY_BASE_MS } from "../../src/ring/waits.js";
 import { built, FAKE_NVML, FAKE_SMI } from "../fakes/paths.js";
 import { scenarioForThisProcess } from "../fakes/scenario.js";
 import { NO_WAIT_MS, report, SLACK_MS, sleep, timed } from "./bounds.js";

@@ -1,0 +1,499 @@
+/**
+ * The energy counter fused with instantaneous power: the cumulative energy at any instant, with a
+ * bound, from the samples of a ring (the counter and the power read at each tick).
+ *
+ * The counter fixes each step's total; power fixes the shape within it. Every change of the
+ * counter is an *anchor*: at its update instant u (known to within the read interval, narrowed by
+ * locking onto the counter's cadence, ./cadence.ts) the card's energy was its value V, to the mJ.
+ * From any anchor the energy at an edge t is V plus the energy between u and t, which the power
+ * readings bound (./power-model.ts); each anchor gives an interval for E(t), and the edge's bound
+ * is their intersection — the anchors before the edge bound it from the power since, those after
+ * it from the power until. A counter can never run ahead of the energy it counts, and power is
+ * never negative: with no usable power (a card whose only power is a 1 s average, or none) the
+ * anchors alone bound the edge, between the last update before it and the first after it.
+ *
+ * How far the power readings can be trusted is decided by the counter itself: each closed step
+ * (two consecutive anchors) must be explained by the readings under a reading of the sensor
+ * (power-model.ts: CONTINUOUS, HOLD, HOLD_AVERAGED) and one gain common to all recent steps (a
+ * sensor that reads a few % off the counter). The most trusting reading that the counter has not
+ * contradicted is used, CONTINUOUS only while nothing suggests a held sensor or, once something
+ * does (repeated readings ending in a change), after the counter has confirmed it on steps where
+ * it mattered. None of this is assumed before one step has been seen: a new ring bounds its edges
+ * by the counter alone.
+ *
+ * Bounds are two-sided: the estimate is the middle of the interval and the error its half-width.
+ * Times are ns relative to the ring's epoch, energy mJ, power mW.
+ */
+
+import { emptySample, FLAG, type Sample, type SampleRing } from "../track/ring.js";
+import { CounterCadence } from "./cadence.js";
+import { type FusionReport, fusionReport } from "./fusion-report.js";
+import {
+  type Basis,
+  CONTINUOUS,
+  COUNTER_ONLY,
+  GainEvidence as Evidence,
+  PowerReadings,
+  SensorJudge,
+  type SensorModel,
+} from "./power-model.js";
+import { SampleCopy } from "./sample-copy.js";
+import { SensorEnergyMemo } from "./sensor-energy.js";
+import {
+  anchorAfter,
+  anchorBefore,
+  anchorBound,
+  type Bound,
+  type EnergyBound,
+  stepGain,
+} from "./uncertainty.js";
+
+/** An edge's bound and the point estimate inside it (mJ). */
+interface EdgeBound extends Bound {
+  estimate: number;
+}
+
+/** What a ring's power readings are. */
+export type PowerKind = "instant" | "averaged";
+
+export type { FusionReport } from "./fusion-report.js";
+export { type Basis, COUNTER_ONLY } from "./power-model.js";
+
+/**
+ * Where CounterFusion.at writes the fused cumulative energy at an instant (an edge: RingEdge has
+ * these fields), so that evaluating an edge allocates nothing.
+ */
+export interface FusedTarget {
+  /** The cumulative energy (mJ); the truth lies within value ± errMj. */
+  value: number;
+  errMj: number;
+  basis: number;
+}
+
+/**
+ * What CounterFusion.at says: true when it wrote the target; false while the samples present cannot
+ * bound the instant yet (a later sample, a counter update or a power change, will); else why it
+ * never can.
+ */
+export type FusedOutcome = boolean | string;
+
+/**
+ * A counter that changes at every read may be one that updates continuously (or far more often
+ * than it is read): its value at a read is then as of an instant at most δ before the read. Each δ
+ * here is a hypothesis the counter must confirm (see checkStep), the smallest confirmed one used.
+ */
+const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
+/** Reads in a row that must each show a change, and steps that must confirm a δ. */
+const FRESH_READS = 64;
+const FRESH_STEPS = 32;
+
+export class CounterFusion {
+  private readonly ring: SampleRing;
+  private readonly power: PowerReadings;
+  private readonly usePower: boolean;
+  private readonly s: Sample = emptySample();
+  /** The anchor in force at each sample (its global number), by k % capacity; −1: none. */
+  private readonly anchorAt: Float64Array;
+  /** What edges need of each sample, copied as it is digested (./sample-copy.ts). */
+  private readonly copy: SampleCopy;
+  // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,
+  // the run of the counter (segment) it belongs to, and its locked window once computed.
+  private aValue: number[] = [];
+  private aLo: number[] = [];
+  private aHi: number[] = [];
+  private aSeg: number[] = [];
+  /** Each anchor's read index and the duration of its read (ns). */
+  private aK: number[] = [];
+  private aRead: number[] = [];
+  private anchorBase = 0;
+  /** Reads in a row (this run of the counter) that showed a change. */
+  private changeRun = 0;
+  /** Evidence for each δ of FRESH_NS; a δ the counter contradicted is dead for this run. */
+  private fresh = FRESH_NS.map(() => new Evidence());
+  private freshDead = FRESH_NS.map(() => false);
+  /** The current run of the counter's changes, and the anchor number of its first change. */
+  private cadence = new CounterCadence();
+  private cadenceFirst = 0;
+  private cadenceSeg = -1;
+  private segment = 0;
+  private lastT = Number.NaN;
+  private lastRead = 0;
+  private lastEnergy = Number.NaN;
+  private processed = 0;
+  /** Which reading of the power sensor the counter supports (power-model.ts). */
+  private readonly judge: SensorJudge;
+  private readonly bounds = { lo: 0, hi: 0 };
+  // Scratch for an edge's evaluation (at(): nothing allocated per edge): an anchor's update
+  // instant, another's, one anchor's bound, the edge's bound, and the basis energyOf uses.
+  private readonly wScratch: Bound = { lo: 0, hi: 0 };
+  private readonly wOther: Bound = { lo: 0, hi: 0 };
+  private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
+  /** Scratch for checkStep: the two updates' instants. */
+  private readonly stepA: Bound = { lo: 0, hi: 0 };
+  private readonly stepB: Bound = { lo: 0, hi: 0 };
+  private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
+  private basisNow: Basis = COUNTER_ONLY;
+  private readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
+  /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
+  private readonly memo: SensorEnergyMemo;
+
+  /** Called after update() digested new samples (the track pushes its digest timer back). */
+  private readonly onDigest: (() => void) | null;
+
+  constructor(ring: SampleRing, kind: PowerKind, onDigest: (() => void) | null = null) {
+    this.ring = ring;
+    this.onDigest = onDigest;
+    this.usePower = kind === "instant";
+    this.power = new PowerReadings(ring.capacity);
+    this.memo = new SensorEnergyMemo(this.power);
+    this.judge = new SensorJudge(this.power, (x, y, model, out) => this.memo.energy(x, y, model, out));
+    this.anchorAt = new Float64Array(ring.capacity).fill(-1);
+    this.copy = new SampleCopy(ring.capacity);
+  }
+
+  /** Reads the samples written since the last call. */
+  update(): void {
+    const ring = this.ring;
+    const head = ring.head();
+    if (this.processed < head - ring.capacity) {
+      // Fell a whole ring behind: start over from the oldest sample held.
+      this.processed = head - ring.capacity;
+      this.power.head = this.processed;
+      this.segment += 1;
+      this.lastEnergy = Number.NaN;
+    }
+    if (this.processed >= head) return;
+    const s = this.s;
+    for (; this.processed < head; this.processed++) {
+      const k = this.processed;
+      if (!ring.read(k, s)) {
+        this.copy.write(k, null);
+        this.power.push(Number.NaN, 0, Number.NaN);
+        this.anchorAt[k % ring.capacity] = -1;
+        this.lastEnergy = Number.NaN;
+        this.segment += 1;
+        continue;
+      }
+      this.copy.write(k, s);
+      const pt = Number.isFinite(s.powerT) ? s.powerT : s.t;
+      this.power.push(pt, s.powerReadNs, this.usePower ? s.powerMw : Number.NaN);
+      if ((s.flags & (FLAG.COUNTER_BACKWARDS | FLAG.COUNTER_JUMP | FLAG.READ_FAILED)) !== 0) {
+        this.segment += 1;
+        this.lastEnergy = Number.NaN;
+      }
+      if (Number.isNaN(s.energyMj)) {
+        this.anchorAt[k % ring.capacity] = -1;
+        this.segment += 1;
+        this.lastEnergy = Number.NaN;
+        continue;
+      }
+      if (s.energyMj !== this.lastEnergy) {
+        // A new value: its update came after the previous read (of this run of the counter).
+        const first = Number.isNaN(this.lastEnergy);
+        this.aValue.push(s.energyMj);
+        this.aLo.push(first ? Number.NEGATIVE_INFINITY : this.lastT - this.lastRead / 2);
+        this.aHi.push(s.t + s.readNs / 2);
+        this.aSeg.push(this.segment);
+        this.aK.push(k);
+        this.aRead.push(s.readNs);
+        this.lastEnergy = s.energyMj;
+        const n = this.anchorBase + this.aValue.length - 1;
+        if (first) {
+          this.cadence = new CounterCadence();
+          this.cadenceFirst = n + 1;
+          this.cadenceSeg = this.segment;
+          this.changeRun = 0;
+          this.fresh = FRESH_NS.map(() => new Evidence());
+          this.freshDead = FRESH_NS.map(() => false);
+        } else this.changeRun += 1;
+        if (!first)
+          this.cadence.push(this.aLo[n - this.anchorBase] as number, this.aHi[n - this.anchorBase] as number);
+        this.anchorAt[k % ring.capacity] = n;
+        if (!first) this.checkStep(n - 2);
+        this.trimAnchors();
+      } else {
+        this.anchorAt[k % ring.capacity] = this.anchorBase + this.aValue.length - 1;
+        this.changeRun = 0;
+      }
+      this.lastT = s.t;
+      this.lastRead = s.readNs;
+    }
+    this.onDigest?.();
+  }
+
+  /**
+   * Sample k as an edge needs it into `out` (./sample-copy.ts read): false when it could not be
+   * read or is no longer held. No walk of the ring itself.
+   */
+  sampleAt(k: number, out: Sample): boolean {
+    return this.copy.read(k, out);
+  }
+
+  /** The first sample from `kFrom` on stamped after `t`, −1 while none is written yet. */
+  firstAfter(t: number, kFrom: number): number {
+    this.update();
+    return this.copy.firstAfter(t, kFrom);
+  }
+
+  /** The longest interval between two readable samples among kFrom..kTo (ns). */
+  maxGap(kFrom: number, kTo: number): number {
+    this.update();
+    return this.copy.maxGap(kFrom, kTo);
+  }
+
+  /** The sensor model the counter supports now, or COUNTER_ONLY. */
+  basis(): Basis {
+    if (!this.usePower) return COUNTER_ONLY;
+    return this.judge.basis() ?? COUNTER_ONLY;
+  }
+
+  /** For diagnosis (the GPU check): what the samples have shown of the counter and the sensor. */
+  report(): FusionReport {
+    this.update();
+    const basis = this.basis();
+    return fusionReport({
+      basis,
+      gain: basis === COUNTER_ONLY ? null : this.judge.evidence(basis),
+      counter: this.cadence.report(),
+      changeEveryRead: Number.isFinite(this.freshDelta()),
+      power: this.power,
+      steps: this.judge.steps,
+    });
+  }
+
+  /**
+   * The cumulative energy at `t`, given `kA`, the last sample at or before it, into `out`. False
+   * while the samples present cannot bound it yet (see FusedOutcome).
+   */
+  at(t: number, kA: number, out: FusedTarget): FusedOutcome {
+    this.update();
+    const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
+    if (n < 0 || n < this.anchorBase) return "no energy counter reading before the edge";
+    let basis = this.basis();
+    const r = this.edgeBound;
+    this.bound(t, n, basis, r);
+    if (r.lo > r.hi && basis !== COUNTER_ONLY) {
+      // The readings contradict the counter around this edge: bound it by the counter alone.
+      basis = COUNTER_ONLY;
+      this.bound(t, n, basis, r);
+    }
+    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return false;
+    if (r.lo > r.hi) return "the energy counter contradicts itself around the edge";
+    // The estimate inside the bound (its middle without power to go by), and the bound's reach
+    // from it either way.
+    out.basis = basis;
+    if (basis === COUNTER_ONLY || !Number.isFinite(r.estimate)) {
+      out.value = (r.lo + r.hi) / 2;
+      out.errMj = (r.hi - r.lo) / 2;
+      return true;
+    }
+    const x = Math.min(r.hi, Math.max(r.lo, r.estimate));
+    out.value = x;
+    out.errMj = Math.max(x - r.lo, r.hi - x);
+    return true;
+  }
+
+  /**
+   * Intersection of what the anchors around anchor n say of E(t), and a point estimate: within
+   * the counter's step around t, the readings' energy from the update before, plus what the step's
+   * total says they missed, placed where the readings are unsure (the counter fixes the total,
+   * power the shape); past the newest update, its value plus the readings' energy since.
+   */
+  private bound(t: number, n: number, basis: Basis, r: EdgeBound): void {
+    const seg = this.seg(n);
+    let lo = Number.NEGATIVE_INFINITY;
+    let hi = Number.POSITIVE_INFINITY;
+    const gain = basis === COUNTER_ONLY ? null : this.judge.evidence(basis);
+    const gLo = gain === null ? 0 : gain.gainLo;
+    const gHi = gain === null ? Number.POSITIVE_INFINITY : gain.gainHi;
+    // The nearest anchor wholly before t and wholly after it, for the estimate: value, the
+    // sensor's energy between it and t (its middle), and how unsure that is.
+    let leftV = Number.NaN;
+    let leftE = 0;
+    let leftW = 0;
+    let rightV = Number.NaN;
+    let rightE = 0;
+    let rightW = 0;
+    const last = this.anchorBase + this.aValue.length - 1;
+    const w = this.wScratch;
+    const other = this.wOther;
+    const one = this.anchorScratch;
+    const e = this.bounds;
+    this.basisNow = basis;
+    for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
+      if (j < this.anchorBase || this.seg(j) !== seg) continue;
+      // The anchors that can matter: n and the first after it, and their neighbours when their
+      // update may lie on the other side of t.
+      if (j === n - 1 && !(this.locked(n, other).hi > t)) continue;
+      if (j === n + 2 && !(this.locked(n + 1, other).lo < t)) continue;
+      this.locked(j, w);
+      const v = this.aValue[j - this.anchorBase] as number;
+      if (basis !== COUNTER_ONLY && w.hi <= t && Number.isFinite(w.lo)) {
+        // E(t) − V is the energy from the update to t: at least from the window's end, at most
+        // from its start (the window itself is one short piece).
+        this.sensorEnergy(w.hi, t, basis);
+        const aLo = e.lo;
+        const aHi = e.hi;
+        this.windowEnergy(j, w, basis);
+        anchorBefore(v, aLo, aHi + e.hi, gLo, gHi, one);
+        leftV = v;
+        leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
+        leftW = aHi - aLo;
+      } else if (basis !== COUNTER_ONLY && w.lo >= t) {
+        this.sensorEnergy(t, w.lo, basis);
+        const bLo = e.lo;
+        const bHi = e.hi;
+        this.windowEnergy(j, w, basis);
+        anchorAfter(v, bLo, bHi + e.hi, gLo, gHi, one);
+        if (Number.isNaN(rightV)) {
+          rightV = v;
+          rightE = (bLo + bHi) / 2 + (e.lo + e.hi) / 4;
+          rightW = bHi - bLo;
+        }
+      } else {
+        anchorBound(v, w, t, this.energyOf, gLo, gHi, one);
+      }
+      if (one.lo > lo) lo = one.lo;
+      if (one.hi < hi) hi = one.hi;
+    }
+    let estimate = Number.NaN;
+    if (gain !== null && !Number.isNaN(leftV)) {
+      const g = (gain.gainLo + gain.gainHi) / 2;
+      estimate = leftV + 0.5 + g * leftE;
+      if (!Number.isNaN(rightV) && Number.isFinite(leftW + rightW)) {
+        const missed = rightV - leftV - g * (leftE + rightE);
+        if (leftW + rightW > 1e-9) estimate += (missed * leftW) / (leftW + rightW);
+        else if (leftE + rightE > 0) estimate = leftV + 0.5 + ((rightV - leftV) * leftE) / (leftE + rightE);
+      }
+    }
+    r.lo = lo;
+    r.hi = hi;
+    r.estimate = estimate;
+  }
+
+  /**
+   * Bounds on the energy between two instants from the power readings alone (mJ), under the
+   * model in force; null without one. For short spans, this beats the difference of two edges.
+   */
+  between(x: number, y: number): { lo: number; hi: number } | null {
+    this.update();
+    const basis = this.basis();
+    if (basis === COUNTER_ONLY) return null;
+    const e = this.judge.evidence(basis);
+    this.sensorEnergy(x, y, basis);
+    return { lo: e.gainLo * this.bounds.lo, hi: e.gainHi * this.bounds.hi };
+  }
+
+  /** One end of the sensor's energy over (x, y) under `basis` (COUNTER_ONLY: 0 to +∞). */
+  private energy(x: number, y: number, basis: Basis, end: "lo" | "hi"): number {
+    if (!(y > x)) return 0;
+    if (!Number.isFinite(x) || !Number.isFinite(y)) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
+    if (basis === COUNTER_ONLY) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
+    this.sensorEnergy(x, y, basis);
+    return end === "lo" ? this.bounds.lo : this.bounds.hi;
+  }
+
+  /** The sensor's energy over anchor j's update window `w` into this.bounds (kept per anchor). */
+  private windowEnergy(j: number, w: Bound, basis: SensorModel): void {
+    this.memo.anchorWindow(j, w.lo, w.hi, basis, this.bounds);
+  }
+
+  /** energyBounds over (x, y) into this.bounds (memoized, ./sensor-energy.ts). */
+  private sensorEnergy(x: number, y: number, model: SensorModel): void {
+    this.memo.energy(x, y, model, this.bounds);
+  }
+
+  private seg(n: number): number {
+    return this.aSeg[n - this.anchorBase] as number;
+  }
+
+  /**
+   * Anchor n's update instant: narrowed by the counter's cadence where it is known, or to just
+   * before its read where the counter has shown it updates at every read; its read interval
+   * otherwise.
+   */
+  private locked(n: number, out: Bound): Bound {
+    const i = n - this.cadenceFirst;
+    const ownLo = this.aLo[n - this.anchorBase] as number;
+    const ownHi = this.aHi[n - this.anchorBase] as number;
+    if (this.seg(n) === this.cadenceSeg && i >= 0 && i < this.cadence.length) {
+      this.cadence.instantInto(i, out);
+      if (out.hi - out.lo < ownHi - ownLo) return out;
+      const delta = this.freshDelta();
+      if (Number.isFinite(delta)) return this.freshInstant(n, delta, out);
+      return out;
+    }
+    out.lo = ownLo;
+    out.hi = ownHi;
+    return out;
+  }
+
+  /** The smallest δ the counter has confirmed (FRESH_NS), or NaN. */
+  private freshDelta(): number {
+    if (this.changeRun < FRESH_READS) return Number.NaN;
+    for (let d = 0; d < FRESH_NS.length; d++) {
+      const e = this.fresh[d] as Evidence;
+      if (!this.freshDead[d] && e.count >= FRESH_STEPS && e.consistent()) return FRESH_NS[d] as number;
+    }
+    return Number.NaN;
+  }
+
+  /** Anchor n's update instant if the counter is at most `delta` behind its read, into `out`. */
+  private freshInstant(n: number, delta: number, out: Bound): Bound {
+    const i = n - this.anchorBase;
+    const hi = this.aHi[i] as number;
+    out.lo = Math.max(this.aLo[i] as number, hi - (this.aRead[i] as number) - delta);
+    out.hi = hi;
+    return out;
+  }
+
+  /**
+   * Checks the step from anchor n to n + 1 against each sensor model: the counter's difference
+   * must lie between the least energy the readings allow inside the step and the most they allow
+   * over it, times one gain common to the recent steps.
+   */
+  private checkStep(n: number): void {
+    if (!this.usePower || n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
+    const a = this.locked(n, this.stepA);
+    const b = this.locked(n + 1, this.stepB);
+    if (!Number.isFinite(a.lo)) return;
+    const dv =
+      (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
+    this.judge.check(dv, a, b);
+    // The hypotheses that the counter is at most δ behind each read: only between two reads in a
+    // row that both changed it.
+    if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
+      for (let d = 0; d < FRESH_NS.length; d++) {
+        if (this.freshDead[d]) continue;
+        const fa = this.freshInstant(n, FRESH_NS[d] as number, this.wScratch);
+        const fb = this.freshInstant(n + 1, FRESH_NS[d] as number, this.wOther);
+        this.memo.energy(fa.hi, fb.lo, CONTINUOUS, this.bounds);
+        const inner = this.bounds.lo;
+        this.memo.energy(fa.lo, fb.hi, CONTINUOUS, this.bounds);
+        const outer = this.bounds.hi;
+        if (!Number.isFinite(outer) || !(outer > 0)) continue;
+        const e = this.fresh[d] as Evidence;
+        stepGain(dv, inner, outer, this.anchorScratch);
+        e.push(this.anchorScratch.lo, this.anchorScratch.hi, true);
+        if (!e.consistent()) this.freshDead[d] = true;
+      }
+    }
+  }
+
+  private trimAnchors(): void {
+    if (this.aValue.length < 4096) return;
+    const drop = 2048;
+    this.aValue = this.aValue.slice(drop);
+    this.aLo = this.aLo.slice(drop);
+    this.aHi = this.aHi.slice(drop);
+    this.aSeg = this.aSeg.slice(drop);
+    this.aK = this.aK.slice(drop);
+    this.aRead = this.aRead.slice(drop);
+    this.anchorBase += drop;
+    const gone = Math.min(this.cadence.length, Math.max(0, this.anchorBase - this.cadenceFirst));
+    if (gone > 0) {
+      this.cadence.drop(gone);
+      this.cadenceFirst += gone;
+    }
+  }
+}

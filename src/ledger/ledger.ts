@@ -1,0 +1,495 @@
+/**
+ * The per-card ledger: every window open on a card in this JavaScript environment, with its weight,
+ * and the one place where the card's energy is split among overlapping windows.
+ *
+ * It is the virtual time of weighted fair queueing. Every change of the set of windows or of their
+ * weights (an open, a close, a setWeight) and every stage mark is an *event*, taken as an edge of
+ * the card's track. Between two consecutive events the total weight W is constant, so the card's
+ * energy above idle over that interval — measured once for the card, idle subtracted once — is
+ * split in proportion to weight: it advances the accumulator
+ *
+ *     V += (E(t₂) − E(t₁) − idleW × (t₂ − t₁)) / W
+ *
+ * and a window of weight w is charged w × (V at its end − V at its start), piecewise where its
+ * weight changed. Every event is O(1) (O(log n) for the concurrency maximum), whatever the number of
+ * windows open; the shares of the windows add up to the card's energy above idle over their union.
+ *
+ * The bound is apportioned like the energy, with accumulators of the same kind. The card's
+ * cumulative energy at each event is off by that edge's error ε: a window's share is off by
+ * Σ Δc × ε over the events of its life, where c = w / W is its coefficient and Δc its change at the
+ * event — for another window's event w × Δ(1/W), for its own the jump of its own coefficient. So
+ * each event adds |Δ(1/W)| × (its two-sided error) to one accumulator and, because a counter's value
+ * can only lag, Δ(1/W) × (its lag) to one of two one-sided accumulators by the sign of Δ(1/W): a
+ * window's lag error lies between minus the positive sum and the negative sum, so its bar takes
+ * the larger of the two, not both. Errors of an interval itself (a trapezoid between samples,
+ * averaging) are divided by W like the energy. An interval that could not be measured (a fault, a
+ * restart, an edge with no sample) is counted: a window whose life includes one has no share, with
+ * the reason.
+ *
+ * Where the card's track offers a process-wide event log (the native sampler's: every JavaScript
+ * environment of the process, main thread and workers, appends its windows' events to it, stamped
+ * in time order with the process-wide total weight), the ledger of each environment reads every
+ * event from it, its own and the others', so that windows in workers share the card with windows
+ * here. Elsewhere (nvidia-smi, a remote agent: per environment anyway) the events are this
+ * environment's own.
+ */
+
+import { aboveIdle, type Concurrency } from "../rules/energy.js";
+import { type Edge, type EventLogEntry, emptyLogEntry, type SharedLog, type Track } from "../track/track.js";
+import { GiulError } from "../vocabulary/errors.js";
+import { inverse, LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
+import { SettleFrontier } from "./settle.js";
+
+export { LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
+
+const MAX_PENDING_BEFORE_COMPACT = 4096;
+/** How often an idle environment with windows open reads the process-wide log (ms). */
+const CATCH_UP_MS = 100;
+
+/** An open refused: windows open on the card charge another idle floor (`other`). */
+export function idleConflict(idleW: number, other: number): GiulError {
+  return new GiulError(
+    "INVALID_NODE",
+    `idleW: ${idleW} W, but windows open on the same card charge its idle as ${other} W; ` +
+      "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
+    { field: "idleW" },
+  );
+}
+
+/**
+ * What waits for a close to be accounted (CardLedger.settleThen): the event, and what to call once
+ * every event up to it is accounted.
+ */
+export interface Accounted {
+  readonly event: LedgerEvent;
+  /** With what accounting threw, if it did (a fault of giul's own). */
+  accounted(thrown: { error: unknown } | null): void;
+}
+
+/** The ledger of one card (one track) in this environment. */
+export class CardLedger {
+  readonly track: Track;
+  /** The idle floor every window on the card shares, while any is open. */
+  private idleW: number | null = null;
+  private weight = 0;
+  private count = 0;
+  private seq = 0;
+  private lastNs = 0n;
+  private countNs = 0;
+  /** The newest event that has been accounted (its interval measured). */
+  private resolvedTail: LedgerEvent | null = null;
+  /** Events not yet accounted, oldest first, from index `head`. */
+  private pending: LedgerEvent[] = [];
+  private head = 0;
+  /**
+   * Monotonic stack for the concurrency maximum: (seq, countAfter) with counts strictly decreasing
+   * from bottom to top, so the maximum over events [a, newest] is the first entry with seq ≥ a.
+   */
+  private stackSeq: number[] = [];
+  /** The newest event whose edge has been handed to track.settle(). */
+  private requestedSeq = -1;
+  /** How far the track has settled the events' edges (./ledger-settle.ts). */
+  private readonly frontier = new SettleFrontier<Accounted>((waiter) => this.accountThen(waiter));
+  /** The process-wide log read, the next entry to read from it, this environment's open windows. */
+  private log: SharedLog["log"] | null = null;
+  private cursor = 0;
+  private lost = false;
+  private skipNext = false;
+  private localOpen = 0;
+  private catchUp: NodeJS.Timeout | null = null;
+  private readonly entry: EventLogEntry = emptyLogEntry();
+  private stackCount: number[] = [];
+
+  constructor(track: Track) {
+    this.track = track;
+  }
+
+  /**
+   * The card's energy above idle over every interval that had a window open, since this ledger
+   * began, as far as accounted (J): what the shares of all windows add up to.
+   */
+  get cardAboveJoules(): number {
+    return this.resolvedTail?.card ?? 0;
+  }
+
+  /** Windows open on the card now. */
+  get open(): number {
+    return this.count;
+  }
+
+  /**
+   * A window opens with `weight`: the opening edge is taken now. Throws GiulError naming idleW when
+   * a window of another node with a different idle floor is open on the same card.
+   */
+  openWindow(weight: number, idleW: number): LedgerWindow {
+    const shared = this.track.sharedLog?.() ?? null;
+    if (shared === null && this.count > 0 && this.idleW !== null && this.idleW !== idleW) {
+      throw idleConflict(idleW, this.idleW);
+    }
+    const w = new LedgerWindow(weight);
+    if (this.append(w, weight, 1, weight, idleW, shared) === null) {
+      throw idleConflict(idleW, (shared as SharedLog).log.idleW());
+    }
+    this.idleW = idleW;
+    this.localOpen += 1;
+    this.keepUp(shared);
+    return w;
+  }
+
+  /** A stage ends (no change of weight): its edge is taken now. */
+  mark(w: LedgerWindow): LedgerEvent {
+    return this.append(w, 0, 0, w.weight, Number.NaN, this.track.sharedLog?.() ?? null) as LedgerEvent;
+  }
+
+  /** The window's weight changes from now on. */
+  setWeight(w: LedgerWindow, weight: number): LedgerEvent {
+    const delta = weight - w.weight;
+    w.weight = weight;
+    return this.append(w, delta, 0, weight, Number.NaN, this.track.sharedLog?.() ?? null) as LedgerEvent;
+  }
+
+  /** The window closes: its closing edge is taken now. */
+  closeWindow(w: LedgerWindow): LedgerEvent {
+    const delta = -w.weight;
+    w.weight = 0;
+    this.localOpen = Math.max(0, this.localOpen - 1);
+    const shared = this.track.sharedLog?.() ?? null;
+    const event = this.append(w, delta, -1, 0, Number.NaN, shared) as LedgerEvent;
+    this.keepUp(shared);
+    return event;
+  }
+
+  /** Most windows open at once between `from` and the newest event (itself included). */
+  maxCountSince(from: LedgerEvent): number {
+    const seqs = this.stackSeq;
+    let lo = 0;
+    let hi = seqs.length - 1;
+    if (hi < 0) return 0;
+    // The first entry with seq ≥ from.seq.
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((seqs[mid] as number) >= from.seq) hi = mid;
+      else lo = mid + 1;
+    }
+    return (seqs[lo] as number) >= from.seq ? (this.stackCount[lo] as number) : 0;
+  }
+
+  /** Time-weighted mean of windows open between two events. */
+  static meanCount(from: LedgerEvent, to: LedgerEvent): number {
+    const dt = Number(to.edge.tNs - from.edge.tNs);
+    return dt > 0 ? (to.countNs - from.countNs) / dt : from.countAfter;
+  }
+
+  /**
+   * Resolves once every event up to `event` has been accounted (or could not be: then the
+   * intervals are counted broken). Never rejects.
+   */
+  settleThrough(event: LedgerEvent): Promise<void> {
+    return new Promise((done, reject) => {
+      this.settleThen({
+        event,
+        accounted: (thrown) => (thrown === null ? done() : reject(thrown.error)),
+      });
+    });
+  }
+
+  /**
+   * Tells `waiter` once every event up to its event has been accounted (or could not be: then the
+   * intervals are counted broken): at once when nothing is left to wait for, else from the
+   * settling of the edges; with what accounting threw, if it did (a fault of giul's own). What the
+   * Meter's close uses: no promise, nor closure, of its own per window.
+   */
+  settleThen(waiter: Accounted): void {
+    const event = waiter.event;
+    if (event.resolved) {
+      waiter.accounted(null);
+      return;
+    }
+    // Hand the track only the edges no earlier call has handed it (events are appended with
+    // consecutive seq numbers), so that a burst of closes costs O(1) each, not a walk of every
+    // pending event; then wait for those earlier calls' edges too.
+    const first = this.pending[this.head];
+    if (first !== undefined && event.seq > this.requestedSeq) {
+      const from = this.head + Math.max(0, this.requestedSeq + 1 - first.seq);
+      const to = this.head + (event.seq - first.seq);
+      // Sized at once (grown by push, an array of one or two edges would take room for 17).
+      const edges: Edge[] = new Array(to - from + 1);
+      for (let i = from; i <= to; i++) edges[i - from] = (this.pending[i] as LedgerEvent).edge;
+      this.requestedSeq = event.seq;
+      // settle() never rejects; whatever it could not settle is measured as broken below. A track
+      // with a callback form spares this close a promise and its reactions.
+      const track = this.track;
+      if (track.settleThen) track.settleThen(edges, this.frontier.begin(event.seq));
+      else this.frontier.add(event.seq, track.settle(edges));
+    }
+    if (first === undefined || this.frontier.reached(event.seq)) this.accountThen(waiter);
+    else this.frontier.whenReached(waiter);
+  }
+
+  /** Accounts through the waiter's event, then tells it (with what accounting threw, if it did). */
+  private accountThen(waiter: Accounted): void {
+    let thrown: { error: unknown } | null = null;
+    try {
+      this.account(waiter.event);
+    } catch (error) {
+      thrown = { error };
+    }
+    waiter.accounted(thrown);
+  }
+
+  /**
+   * What a window was charged between two of its own events (indices into `w.events`): the whole
+   * window (open to close) or one stage (mark to mark), with its bound. Both events accounted.
+   */
+  share(w: LedgerWindow, fromIndex: number, toIndex: number): ShareResult {
+    const from = w.events[fromIndex] as LedgerEvent;
+    const to = w.events[toIndex] as LedgerEvent;
+    if (!to.resolved || !from.resolved) return { ok: false, reason: "the window's edges were not settled" };
+    if (to.broken !== from.broken) {
+      return { ok: false, reason: to.brokenReason ?? "part of the window could not be measured" };
+    }
+    let above = 0;
+    let spread = 0;
+    let twoSided = 0;
+    let up = 0;
+    let down = 0;
+    let before = 0; // the window's coefficient w / W just before the event
+    for (let i = fromIndex; i <= toIndex; i++) {
+      const e = w.events[i] as LedgerEvent;
+      if (e.edgeFailure !== null) return { ok: false, reason: e.edgeFailure };
+      const weight = e.own;
+      // Its own event: the jump of its coefficient (from 0 at the span's start, to 0 at its end).
+      const after = i === toIndex ? 0 : weight * inverse(e.weightAfter);
+      const jump = after - before;
+      twoSided += Math.abs(jump) * e.err;
+      if (jump > 0) up += jump * e.lag;
+      else down -= jump * e.lag;
+      if (i === toIndex) break;
+      // Then the intervals and other windows' events up to its next event, at its weight.
+      const next = w.events[i + 1] as LedgerEvent;
+      above += weight * (next.v - e.v);
+      spread += weight * (next.u - e.u);
+      // Up to its next event, that event's own term excluded: that is its own jump, next round.
+      const d = next.invChange();
+      twoSided += weight * (next.e2 - Math.abs(d) * next.err - e.e2);
+      up += weight * (next.lagUp - (d > 0 ? d * next.lag : 0) - e.lagUp);
+      down += weight * (next.lagDown - (d < 0 ? -d * next.lag : 0) - e.lagDown);
+      before = weight * inverse(next.weightBefore);
+    }
+    return { ok: true, aboveJoules: above, uncertaintyJoules: spread + twoSided + Math.max(up, down) };
+  }
+
+  /** The card's energy above idle over the intervals with a window open, between two events. */
+  static cardBetween(from: LedgerEvent, to: LedgerEvent): number {
+    return to.card - from.card;
+  }
+
+  /**
+   * Windows open on the card between two events (itself included): the time-weighted mean, and the
+   * most at once. Exact when `to` is the newest event, so call it right after appending `to`.
+   */
+  concurrency(from: LedgerEvent, to: LedgerEvent): Concurrency {
+    return { mean: CardLedger.meanCount(from, to), max: this.maxCountSince(from) };
+  }
+
+  /** Appends the window's event (locally, or to the process-wide log); null on an idle conflict. */
+  private append(
+    w: LedgerWindow,
+    deltaWeight: number,
+    deltaCount: number,
+    ownAfter: number,
+    idleW: number,
+    shared: SharedLog | null,
+  ): LedgerEvent | null {
+    let event: LedgerEvent | null;
+    if (shared === null) {
+      const weightBefore = this.weight;
+      const count = this.count + deltaCount;
+      // Floating-point sums of weights drift: an empty card has exactly no weight.
+      const weightAfter = count === 0 ? 0 : this.weight + deltaWeight;
+      event = this.push(this.track.edge(), weightBefore, weightAfter, count);
+    } else {
+      this.follow(shared, deltaCount > 0);
+      const seq = shared.log.append(deltaWeight, deltaCount, idleW);
+      if (seq === -1) return null;
+      event = seq < 0 ? null : this.ingest(shared, seq);
+      if (event === null) {
+        // Our own entry was overwritten before we read it (the log wrapped within this call), or
+        // could not be written: an event that can only be broken, at the instant of the call.
+        event = this.push(this.track.edge(), Number.NaN, this.weight, this.count);
+        event.lostBefore = true;
+      }
+    }
+    event.own = ownAfter;
+    w.add(event);
+    return event;
+  }
+
+  /** Appends an event to the pending list, the concurrency integral and the maximum's stack. */
+  private push(edge: Edge, weightBefore: number, weightAfter: number, countAfter: number): LedgerEvent {
+    const t = edge.tNs;
+    if (this.seq > 0 && t > this.lastNs) this.countNs += this.count * Number(t - this.lastNs);
+    if (t > this.lastNs) this.lastNs = t;
+    this.weight = weightAfter;
+    this.count = countAfter;
+    const event = new LedgerEvent(edge, this.seq++, weightBefore, weightAfter, countAfter, this.countNs);
+    this.pending.push(event);
+    const seqs = this.stackSeq;
+    const counts = this.stackCount;
+    while (counts.length > 0 && (counts[counts.length - 1] as number) <= countAfter) {
+      counts.pop();
+      seqs.pop();
+    }
+    seqs.push(event.seq);
+    counts.push(countAfter);
+    return event;
+  }
+
+  /**
+   * Starts reading the process-wide log where it stands when this environment has nothing open
+   * (older events cannot concern its windows), or when the log is a new one (the sampler restarted).
+   */
+  private follow(shared: SharedLog, opening: boolean): void {
+    if (shared.log === this.log && !(opening && this.localOpen === 0)) return;
+    const published = shared.log.published();
+    if (shared.log === this.log && published === this.cursor) return;
+    // Windows of ours that closed may still be settling: their events stay pending and are
+    // accounted as usual; only the gap up to the next event read is left unmeasured. (A new log,
+    // after the sampler restarted, cannot be subtracted from the old one anyway.)
+    this.log = shared.log;
+    this.cursor = published;
+    this.lost = false;
+    this.skipNext = true;
+  }
+
+  /** Reads the log's entries up to `through` into pending events; the event of `through`, if read. */
+  private ingest(shared: SharedLog, through: number): LedgerEvent | null {
+    const log = shared.log;
+    const entry = this.entry;
+    let found: LedgerEvent | null = null;
+    while (this.cursor <= through) {
+      const k = this.cursor++;
+      if (!log.read(k, entry)) {
+        this.lost = true;
+        continue;
+      }
+      const event = this.push(
+        shared.edgeAt(entry.t, entry.ringHead),
+        entry.weightBefore,
+        entry.weightAfter,
+        entry.countAfter,
+      );
+      if (this.skipNext) {
+        event.skippedBefore = true;
+        this.skipNext = false;
+      }
+      if (this.lost) {
+        event.lostBefore = true;
+        this.lost = false;
+      }
+      if (k === through) found = event;
+    }
+    return found;
+  }
+
+  /**
+   * While windows of this environment are open on a card with a process-wide log, read the log now
+   * and then even when this environment is idle, so that it never falls a whole log behind.
+   */
+  private keepUp(shared: SharedLog | null): void {
+    if (shared === null || this.localOpen === 0) {
+      if (this.catchUp !== null) clearInterval(this.catchUp);
+      this.catchUp = null;
+      return;
+    }
+    if (this.catchUp !== null) return;
+    this.catchUp = setInterval(() => {
+      const now = this.track.sharedLog?.() ?? null;
+      if (now === null || now.log !== this.log) return;
+      // Read only: accounting waits for samples, and a wait must not hold a finished process open
+      // (events are accounted at this environment's next close).
+      this.ingest(now, now.log.published() - 1);
+    }, CATCH_UP_MS);
+    this.catchUp.unref();
+  }
+
+  /** Accounts the intervals of every pending event up to `last`, in order. */
+  private account(last: LedgerEvent): void {
+    while (this.head < this.pending.length) {
+      const e = this.pending[this.head] as LedgerEvent;
+      // Another window's close may have accounted past `last` while this one awaited its edges.
+      if (e.seq > last.seq) break;
+      this.head += 1;
+      this.accountOne(e, this.resolvedTail);
+      this.resolvedTail = e;
+      if (e === last) break;
+    }
+    if (this.head >= MAX_PENDING_BEFORE_COMPACT && this.head * 2 >= this.pending.length) {
+      this.pending = this.pending.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  private accountOne(e: LedgerEvent, prev: LedgerEvent | null): void {
+    if (prev !== null) {
+      e.v = prev.v;
+      e.u = prev.u;
+      e.e2 = prev.e2;
+      e.lagUp = prev.lagUp;
+      e.lagDown = prev.lagDown;
+      e.card = prev.card;
+      e.broken = prev.broken;
+      e.brokenReason = prev.brokenReason;
+      const weight = prev.weightAfter;
+      if (e.skippedBefore) {
+        // Nothing of this environment's spans the gap: neither measured nor broken.
+      } else if (e.lostBefore) {
+        e.broken += 1;
+        e.brokenReason =
+          "events of other windows on the card were lost (the process-wide event log wrapped before this environment read it)";
+      } else if (weight > 0) {
+        // The interval since the previous event: measured once for the card, idle subtracted once.
+        const m = this.track.interval(prev.edge, e.edge);
+        if (m.ok) {
+          const seconds = Number(e.edge.tNs - prev.edge.tNs) / 1e9;
+          const above = aboveIdle(m.grossJoules, this.idleW ?? 0, seconds);
+          e.v += above / weight;
+          e.u += m.spreadJoules / weight;
+          e.card += above;
+        } else {
+          e.broken += 1;
+          e.brokenReason = m.reason;
+        }
+      }
+    }
+    const error = this.track.edgeError(e.edge);
+    if (error.ok) {
+      e.err = error.errJoules;
+      e.lag = error.lagJoules;
+      const d = e.invChange();
+      e.e2 += Math.abs(d) * e.err;
+      if (d > 0) e.lagUp += d * e.lag;
+      else e.lagDown -= d * e.lag;
+    } else {
+      e.edgeFailure = error.reason;
+      if (e.weightBefore > 0 && e.weightAfter > 0) {
+        // Other windows open across this event cannot bound their shares either.
+        e.broken += 1;
+        e.brokenReason = error.reason;
+      }
+    }
+    e.resolved = true;
+  }
+}
+
+const ledgers = new WeakMap<Track, CardLedger>();
+
+/** The ledger of a card: one per track (the selection shares one track per card). */
+export function ledgerFor(track: Track): CardLedger {
+  let ledger = ledgers.get(track);
+  if (ledger === undefined) {
+    ledger = new CardLedger(track);
+    ledgers.set(track, ledger);
+  }
+  return ledger;
+}

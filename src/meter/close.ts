@@ -1,0 +1,71 @@
+/**
+ * A close waiting for its window's events to be accounted (CardLedger.settleThen): then its
+ * contention check, then the window measures itself, once, and close()'s promise settles. One
+ * object per close, not a chain of promises and closures kept alive by a crowd of closing windows.
+ */
+
+import type { Accounted, LedgerEvent } from "../ledger/ledger.js";
+import type { Concurrency } from "../rules/energy.js";
+
+/** The window being closed (the Meter). */
+export interface Closing {
+  measured(closeEvent: LedgerEvent, concurrency: Concurrency, thrown: { error: unknown } | null): void;
+}
+
+const NOOP = (): void => {};
+let resolved: () => void = NOOP;
+let rejected: (error: unknown) => void = NOOP;
+/** Hands a new promise's resolvers over without an executor closure of its own. */
+function captureResolvers(resolve: () => void, reject: (error: unknown) => void): void {
+  resolved = resolve;
+  rejected = reject;
+}
+
+export class CloseWait implements Accounted {
+  /** Accounted once: a second call (accounting threw after the waiter was taken) is ignored. */
+  private arrivedOnce = false;
+
+  private constructor(
+    private readonly window: Closing,
+    readonly event: LedgerEvent,
+    private readonly concurrency: Concurrency,
+    /** The contention check still to await (it never rejects: a failure is giul's own). */
+    private readonly contention: Promise<void> | null,
+    private readonly resolve: () => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  /** close()'s promise and the waiter that settles it. */
+  static make(
+    window: Closing,
+    event: LedgerEvent,
+    concurrency: Concurrency,
+    contention: Promise<void> | null,
+  ): { promise: Promise<void>; wait: CloseWait } {
+    const promise = new Promise<void>(captureResolvers);
+    const wait = new CloseWait(window, event, concurrency, contention, resolved, rejected);
+    resolved = NOOP;
+    rejected = NOOP;
+    return { promise, wait };
+  }
+
+  accounted(thrown: { error: unknown } | null): void {
+    if (this.arrivedOnce) return;
+    this.arrivedOnce = true;
+    if (this.contention === null || thrown !== null) this.finish(thrown);
+    else
+      this.contention.then(
+        () => this.finish(null),
+        (error: unknown) => this.finish({ error }),
+      );
+  }
+
+  private finish(thrown: { error: unknown } | null): void {
+    try {
+      this.window.measured(this.event, this.concurrency, thrown);
+      this.resolve();
+    } catch (error) {
+      this.reject(error);
+    }
+  }
+}

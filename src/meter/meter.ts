@@ -1,0 +1,641 @@
+import { contentionOver, type ProcessWatcher, watcherFor } from "../contention.js";
+import {
+  announceClose,
+  announceOpen,
+  energyChannel,
+  oweEnergy,
+  publishEnergy,
+  settleOwedEnergyWith,
+  type WindowOpenMessage,
+  windowCloseChannel,
+  windowOpenChannel,
+} from "../diagnostics.js";
+import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
+import {
+  type Attribution,
+  type ChargeContext,
+  type Concurrency,
+  charge,
+  type Energy,
+} from "../rules/energy.js";
+import { type Node, type ResolvedNode, resolveNode } from "../rules/node.js";
+import { forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
+import { type Edge, NullTrack, type Track } from "../track/track.js";
+import { debug } from "../vocabulary/debug.js";
+import { GiulError } from "../vocabulary/errors.js";
+import {
+  type BackendName,
+  type ContendingProcess,
+  fail,
+  type ProcessRead,
+} from "../vocabulary/measurement.js";
+import { describeValue } from "../vocabulary/validate.js";
+import { abandoned, Leftovers } from "./abandoned.js";
+import { CloseWait } from "./close.js";
+import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./measure.js";
+import { type OpenedTrack, openTrackLater, openTrackNow } from "./open-track.js";
+import {
+  checkOptions,
+  checkTokens,
+  checkWeight,
+  type MarkOptions,
+  METER_OPTIONS,
+  type MeasureOptions,
+  type MeterOptions,
+  optionError,
+  type ResultOptions,
+  resolveMeterOptions,
+  TOKEN_OPTIONS,
+} from "./options.js";
+import { runSyncHook } from "./sync.js";
+
+export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./options.js";
+
+type State = "new" | "opening" | "open" | "closing" | "closed";
+
+/** A window's track as open() got it, or no backend (selection null) where getting it failed. */
+type Opening = Omit<OpenedTrack, "selection"> & { readonly selection: Selection | null };
+
+declare global {
+  interface SymbolConstructor {
+    /**
+     * `await using` support (Meter[Symbol.asyncDispose]). Declared here as @types/node and
+     * TypeScript's esnext.disposable library declare it, so that giul's types check in a project
+     * that has neither.
+     */
+    readonly asyncDispose: unique symbol;
+  }
+}
+
+const asyncDispose: typeof Symbol.asyncDispose =
+  Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
+
+const resolvedNodes = new WeakMap<Node, ResolvedNode>();
+const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
+/** Meter.chargeContext's one object (this thread's: charge() runs to completion, keeping none of it). */
+const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] } = {
+  backend: "none",
+  seconds: 0,
+  idleW: 0,
+  tokens: null,
+  joulesPer1kHint: null,
+  contendedBy: null,
+  contentionUnchecked: null,
+  shared: false,
+  stages: NO_STAGES,
+  attribution: "shared",
+  concurrency: null,
+};
+
+/**
+ * One window on one node's card: open it, mark its stages, close it, read what it cost.
+ *
+ * ```ts
+ * const m = await Meter.forNode(node, { joulesPer1kHint: 4100 }).open();
+ * await retrieve(); m.mark("retrieve");
+ * await generate(); m.mark("generate");
+ * await m.close();
+ * const e = m.result({ tokens: 412 });
+ * ```
+ *
+ * Windows open on the same card at the same time share it (see {@link MeterOptions.attribution}).
+ *
+ * Metering never throws into the caller's work: a card that cannot be read costs the measurement
+ * (the result says `estimated` or `unknown`, and why), never the request. Only programmer errors
+ * throw, at once, naming the field: an invalid node or option, `mark()` after close, `result()`
+ * before close.
+ */
+export class Meter {
+  readonly node: ResolvedNode;
+  private readonly hint: number | null;
+  private readonly sync: (() => unknown) | null;
+  private readonly periodMs: number;
+  private readonly forced: BackendName | null;
+  private readonly watchContention: boolean;
+  private readonly syncTimeoutMs: number;
+  private readonly attribution: Attribution;
+  private readonly initialWeight: number;
+  private currentWeight: number;
+  private state: State = "new";
+  private watcher: ProcessWatcher | null = null;
+  private openSnapshot: Promise<ProcessRead> | null = null;
+  private contendedBy: readonly ContendingProcess[] | null = null;
+  private contentionUnchecked: string | null = null;
+  private selection: Selection | null = null;
+  private track: Track | null = null;
+  private ledger: CardLedger | null = null;
+  private entries: LedgerWindow | null = null;
+  /** What this window releases if it is collected unclosed (./meter-abandoned.ts). */
+  private leftovers: Leftovers | null = null;
+  /**
+   * Once closed and measured, all that is read of its events later: each one's instant (ns) and
+   * its own weight after it. The events themselves are let go (each holds a slab of numbers shared
+   * with hundreds of others, ./unboxed.ts, which a Meter kept for long would keep alive).
+   */
+  private closedNs: bigint[] | null = null;
+  private closedOwn: number[] | null = null;
+  private marks: StageMark[] = [];
+  private notReady: string | null = null;
+  private syncFailure: string | null = null;
+  private closing: Promise<void> | null = null;
+  /** What close() measured, its stages in the order of its marks. */
+  private outcome: Outcome | null = null;
+  /** Its record is owed to `giul:energy` (it closed while the channel had subscribers), till published. */
+  private energyOwed = false;
+  /** Its `giul:window:open` message, handed on with its close and energy messages (then let go). */
+  private opening: WindowOpenMessage | null = null;
+
+  static {
+    // A window whose record is still owed at the end of the tick it closed in: result() publishes it.
+    settleOwedEnergyWith((window) => {
+      const meter = window as Meter;
+      if (!meter.energyOwed) return;
+      try {
+        meter.result();
+      } catch {
+        meter.energyOwed = false; // a closed window's result() does not throw; were it to, owe nothing
+      }
+    });
+  }
+
+  private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
+    this.node = node;
+    const o = resolveMeterOptions(options);
+    this.hint = o.hint;
+    this.sync = o.sync;
+    this.periodMs = o.periodMs;
+    this.watchContention = o.watchContention;
+    this.syncTimeoutMs = o.syncTimeoutMs;
+    this.attribution = o.attribution;
+    this.initialWeight = o.weight;
+    this.currentWeight = o.weight;
+    this.forced = forced;
+  }
+
+  /** A window on `node`'s card. Validates the node and options at once (throws GiulError). */
+  static forNode(node: Node, options: MeterOptions = {}): Meter {
+    let resolved = typeof node === "object" && node !== null ? resolvedNodes.get(node) : undefined;
+    if (resolved === undefined) {
+      resolved = resolveNode(node);
+      if (Object.isFrozen(node)) resolvedNodes.set(node, resolved);
+    }
+    const checked = checkOptions<MeterOptions>("options", options, METER_OPTIONS);
+    const forced = forcedBackend();
+    if (forced !== null) {
+      const failure = knownForcedFailure(resolved, forced);
+      if (failure !== null) throw new GiulError("BACKEND_UNAVAILABLE", failure, { field: "GIUL_BACKEND" });
+    }
+    return new Meter(resolved, checked, forced);
+  }
+
+  /** The backend metering this window (known once open() has resolved). */
+  get backend(): BackendName | null {
+    return this.selection?.backend ?? null;
+  }
+
+  /** The window's weight: as opened, or as last set (see {@link MeterOptions.weight}). */
+  get weight(): number {
+    return this.currentWeight;
+  }
+
+  /**
+   * CLOCK_MONOTONIC ns (the clock of `process.hrtime.bigint()`) of the window's edges: to line a
+   * window up with traces, or to check a figure against another meter over the same instants.
+   * `weights` lists the window's weight from each instant on (its opening edge first).
+   */
+  edgeTimes(): {
+    open: bigint | null;
+    marks: { name: string; tNs: bigint }[];
+    close: bigint | null;
+    weights: { tNs: bigint; weight: number }[];
+  } {
+    const count = this.eventCount();
+    if (count === 0) return { open: null, marks: [], close: null, weights: [] };
+    const closed = this.state === "closing" || this.state === "closed";
+    const marked = new Set(this.marks.map((m) => m.index));
+    const weights: { tNs: bigint; weight: number }[] = [];
+    const last = closed ? count - 1 : count;
+    for (let i = 0; i < last; i++) {
+      if (!marked.has(i)) weights.push({ tNs: this.eventNs(i), weight: this.eventOwn(i) });
+    }
+    return {
+      open: this.eventNs(0),
+      marks: this.marks.map((m) => ({ name: m.name, tNs: this.eventNs(m.index) })),
+      close: closed ? this.eventNs(count - 1) : null,
+      weights,
+    };
+  }
+
+  /** Events of this window on its own ledger so far (0 before it opened). */
+  private eventCount(): number {
+    return this.closedNs?.length ?? this.entries?.events.length ?? 0;
+  }
+
+  /** CLOCK_MONOTONIC ns of the window's event `i` (on its own ledger). */
+  private eventNs(i: number): bigint {
+    const closed = this.closedNs;
+    if (closed !== null) return closed[i] as bigint;
+    return ((this.entries as LedgerWindow).events[i] as LedgerEvent).edge.tNs;
+  }
+
+  /** The window's own weight from its event `i` on (on its own ledger). */
+  private eventOwn(i: number): number {
+    const closed = this.closedOwn;
+    if (closed !== null) return closed[i] as number;
+    return ((this.entries as LedgerWindow).events[i] as LedgerEvent).own;
+  }
+
+  /**
+   * Opens the window: the opening edge is taken when this resolves, within the node's `timeoutMs`
+   * whatever the card does (past it the window is not measured, and says why). Never rejects for
+   * the card's sake.
+   */
+  open(): Promise<this> {
+    if (this.state !== "new")
+      return Promise.reject(new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`));
+    this.state = "opening";
+    let opened: Opening | null;
+    try {
+      // A card already probed and sampling: nothing to await, and no async frame either (an async
+      // function's frame is a few hundred bytes a window for the collector).
+      opened = openTrackNow(this.node, this.forced, this.periodMs);
+    } catch (error) {
+      opened = this.failedOpening(error);
+    }
+    if (opened === null) return this.openLater();
+    try {
+      this.opened(opened);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return Promise.resolve(this);
+  }
+
+  /** open() where the card is still to be probed or its sampler to start. */
+  private async openLater(): Promise<this> {
+    let opened: Opening;
+    try {
+      opened = await openTrackLater(this.node, this.forced, this.periodMs);
+    } catch (error) {
+      opened = this.failedOpening(error);
+    }
+    this.opened(opened);
+    return this;
+  }
+
+  /** openTrack() never throws; this is belt and braces for the caller's sake: no backend, and why. */
+  private failedOpening(error: unknown): Opening {
+    const reason = `opening the window failed: ${String(error)}`;
+    debug("open failed: %s", String(error));
+    return { selection: null, track: new NullTrack(reason), notReady: reason };
+  }
+
+  /**
+   * The rest of open(), its track in hand: the opening edge. Throws a GiulError for a configuration
+   * error (GIUL_BACKEND, a conflicting idleW), the window back to new.
+   */
+  private opened(opened: Opening): void {
+    this.selection = opened.selection;
+    const track = opened.track;
+    this.notReady = opened.notReady;
+    const forcedUnavailable = this.selection?.forcedUnavailable;
+    if (forcedUnavailable !== undefined) {
+      // A diagnosis override that cannot work is a configuration error: say so, never fall back.
+      track.release();
+      this.state = "new";
+      throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
+    }
+    let ledger: CardLedger;
+    let entries: LedgerWindow;
+    try {
+      ledger = ledgerFor(track);
+      entries = ledger.openWindow(this.initialWeight, this.node.idleW);
+    } catch (error) {
+      track.release();
+      this.state = "new";
+      throw error;
+    }
+    this.track = track;
+    this.ledger = ledger;
+    this.entries = entries;
+    if (this.node.servingMatch !== null) {
+      // A shared card: witness who is resident at this edge (coalesced with every other window).
+      const reader = this.selection?.reader ?? null;
+      if (reader !== null) {
+        this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
+        this.openSnapshot = this.watcher.after(this.eventNs(0));
+        if (this.watchContention) this.watcher.watch();
+      } else {
+        this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
+      }
+    }
+    const heldWatch = this.watchContention ? this.watcher : null;
+    this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
+    abandoned.add(this, this.leftovers);
+    this.state = "open";
+    if (windowOpenChannel.hasSubscribers) this.announceOpen();
+  }
+
+  /**
+   * Ends the current stage, naming it, and starts the next. The total is never the sum of stages:
+   * time after the last mark still counts in the total.
+   */
+  mark(name: string, options?: MarkOptions): void {
+    if (this.state !== "open") {
+      throw new GiulError(
+        "WINDOW_STATE",
+        `mark(${describeValue(name)}): the window is ${this.state}, not open`,
+      );
+    }
+    if (typeof name !== "string" || name.length === 0) {
+      throw optionError("name", `mark() needs a non-empty stage name, got ${describeValue(name)}`);
+    }
+    if (this.marked(name)) {
+      throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
+    }
+    const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
+    const ledger = this.ledger as CardLedger;
+    const entries = this.entries as LedgerWindow;
+    const start = entries.events[this.stageStart()] as LedgerEvent;
+    ledger.mark(entries);
+    this.addMark({
+      name,
+      index: entries.events.length - 1,
+      tokens,
+      // Only now is it exact (the newest event); the mean comes from the events at the close.
+      maxConcurrency: ledger.maxCountSince(start) | 0,
+    });
+  }
+
+  private marked(name: string): boolean {
+    const marks = this.marks;
+    for (let i = 0; i < marks.length; i++) if ((marks[i] as StageMark).name === name) return true;
+    return false;
+  }
+
+  /**
+   * The marks so far and `mark`, in a list of exact size: grown by push(), a list of one or two
+   * marks takes room for 17, kept as long as the window.
+   */
+  private addMark(mark: StageMark): void {
+    const before = this.marks;
+    const marks: StageMark[] = new Array(before.length + 1);
+    for (let i = 0; i < before.length; i++) marks[i] = before[i] as StageMark;
+    marks[before.length] = mark;
+    this.marks = marks;
+  }
+
+  /**
+   * Changes this window's weight in the card's split from now on (e.g. tokens in flight, KV-cache
+   * blocks held). Finite and > 0. Only while the window is open.
+   */
+  setWeight(weight: number): void {
+    if (this.state !== "open") {
+      throw new GiulError("WINDOW_STATE", `setWeight(): the window is ${this.state}, not open`);
+    }
+    const w = checkWeight("weight", weight);
+    if (w === this.currentWeight) return;
+    this.currentWeight = w;
+    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
+  }
+
+  /**
+   * Closes the window: awaits `sync`, takes the closing edge, and resolves once the sampler has a
+   * sample after it (on the native backends the edge asks the sampler for a read, so about 0.25 ms
+   * with fast NVML calls; elsewhere about half a period). Idempotent. Never rejects for the card's
+   * sake.
+   */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    if (this.state !== "open") {
+      return Promise.reject(new GiulError("WINDOW_STATE", `close(): the window is ${this.state}, not open`));
+    }
+    this.state = "closing";
+    this.closing = this.finish();
+    return this.closing;
+  }
+
+  /** The window is closing: nothing is left for a collection to release (./meter-abandoned.ts). */
+  private forgetLeftovers(): void {
+    if (this.leftovers === null) return;
+    abandoned.remove(this.leftovers);
+    this.leftovers = null;
+  }
+
+  private stageStart(): number {
+    return this.marks.length === 0 ? 0 : (this.marks[this.marks.length - 1] as StageMark).index;
+  }
+
+  private finish(): Promise<void> {
+    const sync = this.sync;
+    if (sync) return this.finishAfterSync(sync);
+    try {
+      return this.finishNow();
+    } catch (error) {
+      // As an async function would: a failure of giul's own rejects, it never throws from close().
+      return Promise.reject(error);
+    }
+  }
+
+  private async finishAfterSync(sync: () => unknown): Promise<void> {
+    this.syncFailure = await runSyncHook(sync, this.syncTimeoutMs);
+    return this.finishNow();
+  }
+
+  /**
+   * close() from its closing edge on: the edge taken now, the outcome once the edges have settled.
+   * Not an async function: a crowd of closing windows each kept a suspended frame of it alive
+   * (about 1.2 kB a window, bench/RESULTS.md), where a callback keeps a few words.
+   */
+  private finishNow(): Promise<void> {
+    this.forgetLeftovers();
+    const ledger = this.ledger as CardLedger;
+    const entries = this.entries as LedgerWindow;
+    const openEvent = entries.events[0] as LedgerEvent;
+    const closeEvent = ledger.closeWindow(entries);
+    if (windowCloseChannel.hasSubscribers)
+      announceClose(
+        this,
+        this.opening,
+        this.selection?.backend ?? "none",
+        openEvent.edge.tNs,
+        closeEvent.edge.tNs,
+      );
+    const concurrency = ledger.concurrency(openEvent, closeEvent);
+    const contention = this.watcher
+      ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
+      : null;
+    // One promise per closing window, resolved from the ledger's call of one waiter: a crowd of
+    // closing windows each kept a chain of promises, then closures and their scopes, alive
+    // (bench/RESULTS.md).
+    const { promise: closed, wait } = CloseWait.make(this, closeEvent, concurrency, contention);
+    try {
+      ledger.settleThen(wait);
+    } catch (error) {
+      wait.accounted({ error });
+    }
+    return closed;
+  }
+
+  /**
+   * The window's outcome once its edges have settled (`thrown`: settling them failed); called by
+   * its CloseWait.
+   * @internal
+   */
+  measured(closeEvent: LedgerEvent, concurrency: Concurrency, thrown: { error: unknown } | null): void {
+    const track = this.track as Track;
+    const entries = this.entries as LedgerWindow;
+    try {
+      if (thrown !== null) throw thrown.error;
+      this.outcome = measureWindow(
+        {
+          track,
+          ledger: this.ledger as CardLedger,
+          entries,
+          idleW: this.node.idleW,
+          attribution: this.attribution,
+          failure: this.syncFailure ?? this.notReady,
+        },
+        this.marks,
+        concurrency,
+      );
+    } catch (error) {
+      const reason = `evaluating the window failed: ${String(error)}`;
+      const openEdge = (entries.events[0] as LedgerEvent).edge;
+      this.outcome = {
+        total: { measurement: fail(reason), seconds: seconds(openEdge, closeEvent.edge), concurrency },
+        stages: [],
+      };
+    } finally {
+      track.release();
+      const events = entries.events;
+      const ns: bigint[] = new Array(events.length);
+      const own: number[] = new Array(events.length);
+      for (let i = 0; i < events.length; i++) {
+        const e = events[i] as LedgerEvent;
+        ns[i] = e.edge.tNs;
+        own[i] = e.own;
+      }
+      this.closedNs = ns;
+      this.closedOwn = own;
+      this.entries = null;
+      this.state = "closed";
+    }
+    // Published by the first result() before this tick is over (it knows the tokens), else right after.
+    if (energyChannel.hasSubscribers) this.oweEnergy();
+  }
+
+  /** Tenants at the two edges (and, when watching, in between). Never rejects. */
+  private async checkContention(watcher: ProcessWatcher, openEdge: Edge, closeEdge: Edge): Promise<void> {
+    const seen = await contentionOver(
+      this.node,
+      watcher,
+      this.openSnapshot,
+      this.watchContention,
+      openEdge.tNs,
+      closeEdge.tNs,
+    );
+    this.contendedBy = seen.contendedBy;
+    if (seen.unchecked !== null) this.contentionUnchecked = seen.unchecked;
+  }
+
+  /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
+  result(options?: ResultOptions): Energy {
+    if (this.state !== "closed" || this.outcome === null) {
+      throw new GiulError("WINDOW_STATE", `result(): the window is ${this.state}; await close() first`);
+    }
+    const tokens = checkTokens(
+      "tokens",
+      checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
+    );
+    const outcome = this.outcome;
+    const stages: Record<string, Energy> = {};
+    for (const stage of outcome.stages) {
+      stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
+    }
+    const energy = charge(outcome.total.measurement, this.chargeContext(outcome.total, tokens, stages));
+    // The shared context keeps no window's records alive.
+    CHARGE_CONTEXT.stages = NO_STAGES;
+    CHARGE_CONTEXT.contendedBy = null;
+    CHARGE_CONTEXT.concurrency = null;
+    if (this.energyOwed) {
+      this.energyOwed = false;
+      this.publishRecord(energy);
+    }
+    return energy;
+  }
+
+  /** Closed while `giul:energy` had subscribers: the first result() publishes the record, else the tick's flush. */
+  private oweEnergy(): void {
+    this.energyOwed = true;
+    oweEnergy(this);
+  }
+
+  /** `giul:window:open`. */
+  private announceOpen(): void {
+    const backend = this.selection?.backend ?? "none";
+    this.opening = announceOpen(this, backend, this.eventNs(0));
+  }
+
+  /** `giul:energy` with `energy` (once closed). */
+  private publishRecord(energy: Energy): void {
+    const opening = this.opening;
+    this.opening = null;
+    publishEnergy(this, opening, energy, this.eventNs(0), this.eventNs(this.eventCount() - 1));
+  }
+
+  /**
+   * The one builder of what the rules need besides the measurement: into one object shared by
+   * every call (charge() reads it and keeps none of it), not three built per result().
+   */
+  private chargeContext(
+    span: SpanOutcome,
+    tokens: number | null,
+    stages: Readonly<Record<string, Energy>>,
+  ): ChargeContext {
+    const c = CHARGE_CONTEXT;
+    c.backend = this.selection?.backend ?? "none";
+    c.seconds = span.seconds;
+    c.idleW = this.node.idleW;
+    c.tokens = tokens;
+    c.joulesPer1kHint = this.hint;
+    c.contendedBy = this.contendedBy;
+    c.contentionUnchecked = this.contentionUnchecked;
+    c.shared = this.node.servingMatch !== null;
+    c.stages = stages;
+    c.attribution = this.attribution;
+    c.concurrency = span.concurrency;
+    return c;
+  }
+
+  /**
+   * Opens a window, runs fn, closes the window (also when fn throws, then rethrows) and returns
+   * fn's value with what it cost.
+   */
+  async measure<T>(
+    fn: (meter: Meter) => Promise<T> | T,
+    measureOptions?: MeasureOptions<T>,
+  ): Promise<{ value: T; energy: Energy }> {
+    if (typeof fn !== "function")
+      throw optionError("fn", `measure() needs a function, got ${describeValue(fn)}`);
+    const options = checkOptions<MeasureOptions<T>>("options", measureOptions, TOKEN_OPTIONS);
+    await this.open();
+    let value: T;
+    try {
+      value = await fn(this);
+    } finally {
+      await this.close();
+    }
+    const tokens = typeof options.tokens === "function" ? (options.tokens(value) ?? null) : options.tokens;
+    return { value, energy: this.result({ tokens: tokens ?? null }) };
+  }
+
+  /** `await using m = await Meter.forNode(node).open()` closes the window at the end of the block. */
+  async [asyncDispose](): Promise<void> {
+    if (this.state === "open" || this.state === "closing") await this.close();
+  }
+}
+
+function seconds(from: Edge, to: Edge): number {
+  return Number(to.tNs - from.tNs) / 1e9;
+}

@@ -1,0 +1,511 @@
+import { COUNTER_ONLY, CounterFusion, type FusionReport } from "../edges/fusion.js";
+import {
+  averagedPowerCaveat,
+  averagingErrMj,
+  counterStep,
+  fusedSpan,
+  msRounded,
+  tooShortForCounter,
+} from "../edges/uncertainty.js";
+import { emptySample, type RingSource, type Sample, type SampleRing } from "../track/ring.js";
+import type {
+  Edge,
+  EdgeError,
+  EdgeReading,
+  Finished,
+  IntervalMeasurement,
+  LatestSample,
+  RingInfo,
+  SharedLog,
+  Track,
+  TrackReadings,
+} from "../track/track.js";
+import { debug } from "../vocabulary/debug.js";
+import { type BackendName, type Check, OK, type SpanMeasurement } from "../vocabulary/measurement.js";
+import { RingDigest } from "./digest.js";
+import {
+  describeFaults,
+  type EdgeContext,
+  fail as failEdge,
+  PENDING,
+  pastHint,
+  RESOLVED,
+  RingEdge,
+  resolveEdge,
+  samplesBetween,
+} from "./edge.js";
+import { idlePeriodMs, RingLinger } from "./linger.js";
+import { RingWaits } from "./waits.js";
+
+/**
+ * The window arithmetic shared by every sampling backend (the native thread's ring, the
+ * nvidia-smi sampler's, a polled agent's): edges evaluated from the samples around them
+ * (./ring-edge.ts: the energy counter fused with power, ./fusion.ts, or an integral of power
+ * interpolated), spans as the difference of a cumulative quantity, quality and faults over the
+ * samples in between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs. How
+ * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
+ */
+
+export class RingTrack implements Track, TrackReadings {
+  readonly backend: BackendName;
+  /** A ring's samples can be read one by one (giul-agent serves them): this track offers readings. */
+  readonly readings: TrackReadings = this;
+  private readonly source: RingSource;
+  private ring: SampleRing | null = null;
+  private openReason: string | null = null;
+  private users = 0;
+  private periodMs = Number.POSITIVE_INFINITY;
+  /** What the sampler does once no window uses it (./ring-linger.ts). */
+  private readonly linger = new RingLinger({
+    busy: () => this.users > 0 || this.ring === null,
+    slower: () =>
+      this.ring === null ? null : idlePeriodMs(this.source.column, this.ring.counterStepNs(), this.periodMs),
+    setPeriod: (ms) => this.source.setPeriod(ms),
+    shut: () => this.shut(),
+  });
+  /** When the fused counter digests new samples between edges (./ring-digest.ts). */
+  private readonly digest = new RingDigest({
+    busy: () => this.users > 0,
+    digest: () => {
+      const ring = this.ring;
+      if (ring !== null) this.fusionOf(ring)?.update();
+    },
+  });
+  /** The running ring's source rings a doorbell after each sample asked for (see RingSource). */
+  private doorbell = false;
+  private readonly waits: RingWaits<RingEdge>;
+  private readonly scratch: Sample = emptySample();
+  private readonly scratch2: Sample = { ...this.scratch };
+
+  private readonly clock: () => bigint;
+  /** The event log of the running ring, with edges over that ring (see sharedLog). */
+  private shared: (SharedLog & { readonly ring: SampleRing }) | null = null;
+  /** The fused counter reading of each ring (see fusionOf). */
+  private readonly fusions = new WeakMap<SampleRing, CounterFusion>();
+  /** The edge context of the last ring an edge was resolved over (see edgeContext). */
+  private context: (EdgeContext & { readonly ring: SampleRing }) | null = null;
+  /** Counts the rings opened, so that readings from two runs of the sampler are never subtracted. */
+  private generation = 0;
+
+  /** `clock` is CLOCK_MONOTONIC ns (process.hrtime.bigint); tests pass their own. */
+  constructor(backend: BackendName, source: RingSource, clock: () => bigint = process.hrtime.bigint) {
+    this.backend = backend;
+    this.source = source;
+    this.clock = clock;
+    this.waits = new RingWaits<RingEdge>({
+      ring: () => this.ring,
+      notRunning: () => this.openReason ?? "the sampler is not running",
+      pending: (e) => {
+        if (e.state === PENDING) this.resolve(e);
+        return e.state === PENDING;
+      },
+      // A fused edge can have its sample after it and still wait for a later one (the counter's
+      // next update): that is not a stalled sampler.
+      awaitingSample: (e) => e.kB < 0,
+      fail: (e, reason) => failEdge(e, reason),
+      wake: (read) => {
+        if (!this.doorbell || this.ring === null) return false;
+        this.source.wake?.(read);
+        return true;
+      },
+    });
+  }
+
+  retain(periodMs: number): void {
+    this.users += 1;
+    this.digest.retained();
+    // A linger timer still set finds the track in use when it fires, and leaves it running.
+    if (this.ring === null) {
+      this.periodMs = periodMs;
+      const opened = this.source.open(periodMs);
+      if (!opened.ok) this.openReason = opened.reason;
+      else {
+        this.ring = opened.value;
+        this.openReason = null;
+        this.generation += 1;
+        this.doorbell = this.source.doorbell?.(() => this.onSample()) ?? false;
+        if (this.source.column === "energy") this.digest.start();
+      }
+    } else if (this.linger.resumed()) {
+      // Back from idle: the windows' period again, the next edge's read at once (the doorbell).
+      this.periodMs = Math.min(this.periodMs, periodMs);
+      this.source.setPeriod(this.periodMs);
+    } else if (periodMs < this.periodMs) {
+      this.periodMs = periodMs;
+      this.source.setPeriod(periodMs);
+    }
+  }
+
+  release(): void {
+    this.users -= 1;
+    if (this.users > 0) return;
+    this.users = 0;
+    if (this.ring === null) {
+      this.openReason = null;
+      return;
+    }
+    this.linger.released();
+  }
+
+  private shut(): void {
+    this.linger.reset();
+    if (this.users > 0 || this.ring === null) return;
+    this.ring = null;
+    this.doorbell = false;
+    this.periodMs = Number.POSITIVE_INFINITY;
+    this.digest.stop();
+    this.source.close();
+  }
+
+  /** The doorbell rang. Nothing thrown here may reach the addon's callback (an uncaught error). */
+  private onSample(): void {
+    try {
+      this.waits.onSample();
+    } catch (error) {
+      debug("the doorbell's look at the waits failed: %s", String(error));
+    }
+  }
+
+  ready(withinMs?: number): Promise<Check> {
+    return this.waits.ready(withinMs);
+  }
+
+  readyNow(): Check | null {
+    return this.waits.readyNow();
+  }
+
+  /** The longest a window waits now for the sample after an edge (ms; see ./ring-waits.ts). */
+  waitBoundMs(): number {
+    return this.waits.boundMs();
+  }
+
+  /**
+   * The card's process-wide event log and edges at its logged instants, while a ring runs and its
+   * source has a log (see Track.sharedLog).
+   */
+  sharedLog(): SharedLog | null {
+    const ring = this.ring;
+    if (ring === null || this.source.eventLog === undefined) return null;
+    if (this.shared === null || this.shared.ring !== ring) {
+      const log = this.source.eventLog();
+      if (log === null) return null;
+      this.shared = {
+        ring,
+        log,
+        // Not resolved here: a logged instant is recent, its sample after rarely exists yet, and
+        // settle() resolves it when it does.
+        edgeAt: (t: number, ringHead: number): Edge => {
+          const whole = Math.round(t);
+          return new RingEdge(ring.epochNs + BigInt(whole), ring, ringHead, whole);
+        },
+      };
+    }
+    return this.shared;
+  }
+
+  edge(): Edge {
+    const tNs = this.clock();
+    const ring = this.ring;
+    if (ring === null) return { tNs };
+    // Now: the first sample that can lie after it is the newest (the hint RingEdge takes itself).
+    const e = new RingEdge(tNs, ring);
+    this.resolve(e);
+    return e;
+  }
+
+  /**
+   * An edge at an instant already past (giul-agent reads a client's edge this way): its samples
+   * found by bisection over the ring (pastHint), not from the newest as edge() does.
+   */
+  edgeAt(tNs: bigint): Edge {
+    const ring = this.ring;
+    if (ring === null) return { tNs };
+    const t = Number(tNs - ring.epochNs);
+    const e = new RingEdge(tNs, ring, pastHint(ring, t, this.scratch2), t);
+    this.resolve(e);
+    return e;
+  }
+
+  /**
+   * Evaluates what the samples present now allow, at once: true when none of `edges` is still
+   * waiting for a sample. (settle() waits for the rest; this never waits.)
+   */
+  settled(edges: readonly Edge[]): boolean {
+    let all = true;
+    for (const edge of edges) {
+      if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
+      this.resolve(edge);
+      if (edge.state === PENDING) all = false;
+    }
+    return all;
+  }
+
+  settle(edges: readonly Edge[]): Promise<void> {
+    return new Promise((done) => this.settleThen(edges, { finished: done }));
+  }
+
+  settleThen(edges: readonly Edge[], done: Finished): void {
+    let count = 0;
+    for (const edge of edges) {
+      if (!(edge instanceof RingEdge) || edge.state !== PENDING) continue;
+      this.resolve(edge);
+      if (edge.state === PENDING) count += 1;
+    }
+    if (count === 0) {
+      queueMicrotask(() => done.finished());
+      return;
+    }
+    // Those still pending, kept until they settle: the list as given where all are (a close's own
+    // edge, most often), else one of their exact size (grown by push, it would take room for 17).
+    let pending = edges as readonly RingEdge[];
+    if (count < edges.length) {
+      const some: RingEdge[] = new Array(count);
+      let i = 0;
+      for (const edge of edges) if (edge instanceof RingEdge && edge.state === PENDING) some[i++] = edge;
+      pending = some;
+    }
+    this.waits.settleThen(pending, done);
+  }
+
+  span(edgeFrom: Edge, edgeTo: Edge, bound = true): SpanMeasurement {
+    // Settled, one run of the sampler, no fault in between (faults through the cumulative column).
+    const checked = this.checkPair(edgeFrom, edgeTo);
+    if (!checked.ok) return checked;
+    const from = edgeFrom as RingEdge;
+    const to = edgeTo as RingEdge;
+    const ring = from.ring;
+    const s = this.scratch;
+    const seconds = (to.t - from.t) / 1e9;
+    const energy = this.source.column === "energy";
+
+    // Without power to place energy inside the counter's steps, a window shorter than a step is
+    // 0 or one step, not its energy.
+    if (energy && (from.basis === COUNTER_ONLY || to.basis === COUNTER_ONLY)) {
+      const step = counterStep(ring.counterStepNs(), ring.periodNs());
+      const tooShort = tooShortForCounter(to.t - from.t, step, msRounded);
+      if (tooShort !== null) return { ok: false, reason: tooShort };
+      // No update of the counter between the two edges (a step not yet known to be longer).
+      if (from.counterA === to.counterA) {
+        return {
+          ok: false,
+          reason: `window of ${msRounded(to.t - from.t)} ms is shorter than the energy counter's update step: too short to measure`,
+        };
+      }
+    }
+
+    const samples = Math.max(0, to.kA - from.kB + 1);
+    const grossMj = to.value - from.value;
+    let uncertaintyMj = from.errMj + to.errMj;
+    let caveat: string | null = null;
+    let maxGap: number;
+    const fusion = this.fusionOf(ring);
+    if (fusion !== null) {
+      maxGap = fusion.maxGap(from.kA, to.kB);
+      // The edges' difference, and where the power readings bound the span on their own (short
+      // spans), the tighter of the two. The value is the difference either way.
+      if (bound) uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t)).errMj;
+      if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
+    } else {
+      const walked = samplesBetween(ring, from.kA, to.kB, s);
+      const { trapezoidMj, pMin, pMax } = walked;
+      maxGap = walked.maxGap;
+      uncertaintyMj += trapezoidMj;
+      if (this.source.averagedPower && Number.isFinite(pMax)) {
+        uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
+        caveat = `power from ${this.source.averagedPowerSource}, a 1 s trailing average on Ampere and newer cards`;
+      }
+    }
+    return {
+      ok: true,
+      grossJoules: grossMj / 1000,
+      samples,
+      maxGapMs: maxGap / 1e6,
+      uncertaintyJoules: uncertaintyMj / 1000,
+      caveat,
+    };
+  }
+
+  /**
+   * Card energy between two settled edges however close together (for the per-card ledger): the
+   * difference of the column, and the errors that belong to the interval itself (the trapezoid's
+   * between samples, and averaging). The edges' own errors are {@link edgeError}'s.
+   */
+  interval(from: Edge, to: Edge): IntervalMeasurement {
+    const checked = this.checkPair(from, to);
+    if (!checked.ok) return checked;
+    const a = from as RingEdge;
+    const b = to as RingEdge;
+    let spreadMj = 0;
+    if (this.source.column === "integral") {
+      const { trapezoidMj, pMin, pMax } = samplesBetween(a.ring, a.kA, b.kB, this.scratch);
+      spreadMj += trapezoidMj;
+      if (this.source.averagedPower && Number.isFinite(pMax))
+        spreadMj += averagingErrMj(pMin, pMax, (b.t - a.t) / 1e9);
+    }
+    return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
+  }
+
+  /**
+   * How far the column's value at a settled edge can be from the truth (for the per-card ledger),
+   * either way: the fused reading's bound on a counter (./fusion.ts), the interpolation between
+   * the samples around it on an integral. Nothing is one-sided: a fused value does not lag.
+   */
+  edgeError(edge: Edge): EdgeError {
+    if (!(edge instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the edge" };
+    }
+    if (edge.state !== RESOLVED) return { ok: false, reason: edge.reason ?? "not settled" };
+    return { ok: true, errJoules: edge.errMj / 1000, lagJoules: 0 };
+  }
+
+  /** The checks every pair of edges passes before it is measured: settled, one run, no fault. */
+  private checkPair(from: Edge, to: Edge): Check {
+    if (!(from instanceof RingEdge) || !(to instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the window's edges" };
+    }
+    if (from.state !== RESOLVED)
+      return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
+    if (to.state !== RESOLVED) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
+    if (from.ring !== to.ring) return { ok: false, reason: "the sampler restarted inside the window" };
+    // Faults between the samples around the two edges, through the cumulative column (read when
+    // each edge was resolved: a sample never changes once written).
+    if (from.kA < from.ring.head() - from.ring.capacity) {
+      return { ok: false, reason: "the window outlived the sampler's history" };
+    }
+    if (to.faultsB > from.faultsA)
+      return {
+        ok: false,
+        reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, (c) =>
+          this.source.describeError(c),
+        ),
+      };
+    return OK;
+  }
+
+  /**
+   * The newest sample and what it means, or null before the first (for giul-agent's /power and
+   * /metrics; windows never use it). `cumulativeMj` is the track's column (counter or integral).
+   */
+  latest(): LatestSample | null {
+    const ring = this.ring;
+    if (ring === null) return null;
+    const head = ring.head();
+    const s = this.scratch2;
+    if (head === 0 || !ring.read(head - 1, s)) return null;
+    return {
+      tNs: ring.epochNs + BigInt(Math.round(s.t)),
+      index: head - 1,
+      cumulativeMj: this.source.column === "energy" ? s.energyMj : s.integralMj,
+      powerMw: s.powerMw,
+      faults: s.faults,
+      generation: this.generation,
+    };
+  }
+
+  /** What the running ring's fused counter has seen of the card (diagnosis); null without one. */
+  fusionReport(): FusionReport | null {
+    const ring = this.ring;
+    return ring === null ? null : (this.fusionOf(ring)?.report() ?? null);
+  }
+
+  /** What the running ring is: its column, period and counter step; null when none runs. */
+  ringInfo(): RingInfo | null {
+    const ring = this.ring;
+    if (ring === null) return null;
+    return {
+      column: this.source.column,
+      averagedPower: this.source.averagedPower,
+      periodNs: ring.periodNs(),
+      counterStepNs: ring.counterStepNs(),
+      generation: this.generation,
+    };
+  }
+
+  /**
+   * The cumulative value at one settled edge, with the samples that bracket it (for giul-agent,
+   * which hands single edges to a remote meter; windows use span()).
+   */
+  reading(edge: Edge): EdgeReading {
+    if (!(edge instanceof RingEdge)) {
+      return { ok: false, reason: this.openReason ?? "the sampler was not running at the edge" };
+    }
+    if (edge.state !== RESOLVED) return { ok: false, reason: edge.reason ?? "not settled" };
+    if (edge.ring !== this.ring) return { ok: false, reason: "the sampler restarted" };
+    const faultsA = this.readAt(edge.ring, edge.kA)?.faults;
+    const faultsB = this.readAt(edge.ring, edge.kB)?.faults;
+    if (faultsA === undefined || faultsB === undefined) {
+      return { ok: false, reason: "the edge outlived the sampler's history" };
+    }
+    return {
+      ok: true,
+      tNs: edge.tNs,
+      valueMj: edge.value,
+      powerMw: edge.powerMw,
+      interpErrMj: edge.interpErrMj(),
+      bounded: true,
+      readNs: edge.readNs,
+      kA: edge.kA,
+      faultsA,
+      faultsB,
+      generation: this.generation,
+    };
+  }
+
+  powerRange(sinceNs: bigint): { readonly minMw: number; readonly maxMw: number } | null {
+    const ring = this.ring;
+    if (ring === null) return null;
+    const since = Number(sinceNs - ring.epochNs);
+    const s = this.scratch2;
+    let min = Number.POSITIVE_INFINITY;
+    let max = Number.NEGATIVE_INFINITY;
+    const oldest = Math.max(0, ring.head() - ring.capacity);
+    // The sample before `since` too: its power held into the range.
+    for (let k = ring.head() - 1; k >= oldest; k--) {
+      if (!ring.read(k, s)) continue;
+      if (!Number.isNaN(s.powerMw)) {
+        if (s.powerMw < min) min = s.powerMw;
+        if (s.powerMw > max) max = s.powerMw;
+      }
+      if (s.t < since) break;
+    }
+    return Number.isFinite(max) ? { minMw: min, maxMw: max } : null;
+  }
+
+  private readAt(ring: SampleRing, k: number): Sample | null {
+    return ring.read(k, this.scratch2) ? this.scratch2 : null;
+  }
+
+  /** Tries to evaluate a pending edge from the samples present now. */
+  private resolve(e: RingEdge): void {
+    resolveEdge(e, this.edgeContext(e.ring), this.scratch);
+  }
+
+  /** The fused reading of a ring's counter (one per ring, so per run of the sampler). */
+  private fusionOf(ring: SampleRing): CounterFusion | null {
+    if (this.source.column !== "energy") return null;
+    let fusion = this.fusions.get(ring);
+    if (fusion === undefined) {
+      fusion = new CounterFusion(
+        ring,
+        this.source.averagedPower ? "averaged" : "instant",
+        this.digest.digested,
+      );
+      this.fusions.set(ring, fusion);
+    }
+    return fusion;
+  }
+
+  /** What resolving an edge over `ring` needs: made once per ring, not per edge. */
+  private edgeContext(ring: SampleRing): EdgeContext {
+    const last = this.context;
+    if (last !== null && last.ring === ring) return last;
+    const made = {
+      ring,
+      column: this.source.column,
+      fusion: this.fusionOf(ring),
+      describeError: (code: number) => this.source.describeError(code),
+    };
+    this.context = made;
+    return made;
+  }
+}

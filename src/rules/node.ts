@@ -1,0 +1,184 @@
+import { GiulError } from "../vocabulary/errors.js";
+import { describeValue, firstUnknownKey, isFiniteIn, unknownKey } from "../vocabulary/validate.js";
+
+/**
+ * A node: one GPU that requests are charged against, and what the caller knows about it.
+ *
+ * `idleW` is the card's idle draw in watts, measured by the caller. giul never guesses, defaults
+ * or learns it: a wrong idle floor silently rewrites every figure the node reports.
+ */
+export interface Node {
+  /** A name for the node, carried into logs and records. */
+  readonly name: string;
+  /** NVML / nvidia-smi index of the card. Default 0. */
+  readonly gpuIndex?: number;
+  /** The card's idle draw in watts (finite, ≥ 0). Required. */
+  readonly idleW: number;
+  /** The card is in this host (meter it here). Default true. */
+  readonly isLocal?: boolean;
+  /** Base URL of a giul-agent on the node (e.g. "http://10.0.0.7:9402"), or null. */
+  readonly powerEndpoint?: string | null;
+  /**
+   * How long open() may wait on the card (ms, 1..60000; default 500): its first probe, its
+   * sampler's first sample. Past it the window opens unmeasured and says why. Also the timeout of
+   * each request to the node's giul-agent.
+   */
+  readonly timeoutMs?: number;
+  /**
+   * What our own serving process looks like (a substring of its name, or a RegExp). A node that
+   * sets none is dedicated: contention is never looked for.
+   */
+  readonly servingMatch?: string | RegExp | null;
+  /** Process names that are never competitors (a display server, say). Matched by name, never size. */
+  readonly contentionIgnore?: readonly string[];
+  /** Resident processes using less memory than this (MiB) are too small to matter. Default 0. */
+  readonly contentionFloorMib?: number;
+  /**
+   * Process lists are read at most once per this many ms per card, however many windows open and
+   * close (a read serialises on the driver and can take milliseconds). Default 100.
+   */
+  readonly contentionIntervalMs?: number;
+}
+
+/** A validated node with every default filled in. */
+export interface ResolvedNode {
+  readonly name: string;
+  readonly gpuIndex: number;
+  readonly idleW: number;
+  readonly isLocal: boolean;
+  readonly powerEndpoint: string | null;
+  readonly timeoutMs: number;
+  readonly servingMatch: string | RegExp | null;
+  readonly contentionIgnore: readonly string[];
+  readonly contentionFloorMib: number;
+  readonly contentionIntervalMs: number;
+}
+
+const KNOWN_KEYS: readonly (keyof Node)[] = [
+  "name",
+  "gpuIndex",
+  "idleW",
+  "isLocal",
+  "powerEndpoint",
+  "timeoutMs",
+  "servingMatch",
+  "contentionIgnore",
+  "contentionFloorMib",
+  "contentionIntervalMs",
+];
+
+function invalid(field: string, message: string): GiulError {
+  return new GiulError("INVALID_NODE", `node.${field}: ${message}`, { field: `node.${field}` });
+}
+
+const describe = describeValue;
+
+/**
+ * Checks a node and fills in defaults. Throws a {@link GiulError} with code `INVALID_NODE` naming
+ * the field at the first problem; these are programmer errors, reported at once.
+ */
+export function resolveNode(node: Node): ResolvedNode {
+  if (node === null || typeof node !== "object" || Array.isArray(node)) {
+    throw new GiulError("INVALID_NODE", `node: expected an object, got ${describe(node)}`, { field: "node" });
+  }
+  const unknown = firstUnknownKey(node, KNOWN_KEYS);
+  if (unknown !== null) throw invalid(unknown, unknownKey(unknown, KNOWN_KEYS));
+  const raw = node as Node & Record<string, unknown>;
+
+  if (typeof raw.name !== "string" || raw.name.length === 0) {
+    throw invalid("name", `expected a non-empty string, got ${describe(raw.name)}`);
+  }
+  if (raw.idleW === undefined) {
+    throw invalid(
+      "idleW",
+      "required: the card's idle draw in watts, measured by you (giul never guesses it; a wrong floor rewrites every figure)",
+    );
+  }
+  if (typeof raw.idleW !== "number" || !Number.isFinite(raw.idleW) || raw.idleW < 0) {
+    throw invalid("idleW", `expected a finite number ≥ 0 (watts), got ${describe(raw.idleW)}`);
+  }
+  const gpuIndex = raw.gpuIndex ?? 0;
+  if (typeof gpuIndex !== "number" || !Number.isInteger(gpuIndex) || gpuIndex < 0 || gpuIndex > 1023) {
+    throw invalid("gpuIndex", `expected a non-negative integer, got ${describe(raw.gpuIndex)}`);
+  }
+  const isLocal = raw.isLocal ?? true;
+  if (typeof isLocal !== "boolean") {
+    throw invalid("isLocal", `expected a boolean, got ${describe(raw.isLocal)}`);
+  }
+  const powerEndpoint = raw.powerEndpoint ?? null;
+  if (powerEndpoint !== null) {
+    if (typeof powerEndpoint !== "string") {
+      throw invalid("powerEndpoint", `expected a URL string or null, got ${describe(powerEndpoint)}`);
+    }
+    let url: URL;
+    try {
+      url = new URL(powerEndpoint);
+    } catch {
+      throw invalid("powerEndpoint", `not a valid URL: ${describe(powerEndpoint)}`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw invalid("powerEndpoint", `expected an http:// or https:// URL, got ${describe(powerEndpoint)}`);
+    }
+  }
+  if (!isLocal && powerEndpoint === null) {
+    throw invalid(
+      "powerEndpoint",
+      "required when isLocal is false: the URL of the giul-agent on that node (a remote card cannot be metered from here otherwise)",
+    );
+  }
+  const timeoutMs = raw.timeoutMs ?? 500;
+  if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 60_000) {
+    throw invalid("timeoutMs", `expected an integer from 1 to 60000 (ms), got ${describe(raw.timeoutMs)}`);
+  }
+  const servingMatch = raw.servingMatch ?? null;
+  if (servingMatch !== null && !(servingMatch instanceof RegExp)) {
+    if (typeof servingMatch !== "string" || servingMatch.length === 0) {
+      throw invalid(
+        "servingMatch",
+        `expected a non-empty string, a RegExp or null, got ${describe(servingMatch)}`,
+      );
+    }
+  }
+  const contentionIgnore = raw.contentionIgnore ?? [];
+  if (!Array.isArray(contentionIgnore)) {
+    throw invalid(
+      "contentionIgnore",
+      `expected an array of process names, got ${describe(contentionIgnore)}`,
+    );
+  }
+  contentionIgnore.forEach((entry: unknown, i: number) => {
+    if (typeof entry !== "string" || entry.length === 0) {
+      throw invalid(`contentionIgnore[${i}]`, `expected a non-empty string, got ${describe(entry)}`);
+    }
+  });
+  const contentionFloorMib = raw.contentionFloorMib ?? 0;
+  if (
+    typeof contentionFloorMib !== "number" ||
+    !Number.isFinite(contentionFloorMib) ||
+    contentionFloorMib < 0
+  ) {
+    throw invalid(
+      "contentionFloorMib",
+      `expected a finite number ≥ 0 (MiB), got ${describe(contentionFloorMib)}`,
+    );
+  }
+  const contentionIntervalMs = raw.contentionIntervalMs ?? 100;
+  if (!isFiniteIn(contentionIntervalMs, 1, 60_000)) {
+    throw invalid(
+      "contentionIntervalMs",
+      `expected a number of ms from 1 to 60000, got ${describe(contentionIntervalMs)}`,
+    );
+  }
+  return Object.freeze({
+    name: raw.name,
+    gpuIndex,
+    idleW: raw.idleW,
+    isLocal,
+    powerEndpoint,
+    timeoutMs,
+    servingMatch,
+    contentionIgnore: Object.freeze([...contentionIgnore]),
+    contentionFloorMib,
+    contentionIntervalMs,
+  });
+}
