@@ -1,7 +1,7 @@
 /**
  * The addon's exact surface (build/Release/giul.node, prebuilds/<platform>-<arch>/giul.node).
  *
- * This is the one contract between native/ and src/: src/binding.ts loads the addon and casts it
+ * This is the one contract between native/ and src/: src/sources/native/binding.ts loads the addon and casts it
  * to {@link GiulBinding} once; nothing else in src/ touches the addon. The addon knows nothing of
  * idle power, stages, tokens or methods: it loads NVML, answers questions about devices off the JS
  * thread, and runs one sampling thread per device that writes timestamped samples into a ring that
@@ -12,7 +12,7 @@
  * TypeError, and src/ never makes one.
  */
 
-/** Stable failure codes, one per cause; mirrored as a union in src/errors.ts. */
+/** Stable failure codes, one per cause; mirrored as a union in src/vocabulary/errors.ts. */
 export type NativeFailureCode =
   /** dlopen of libnvidia-ml.so.1 (or GIUL_NVML_LIBRARY) failed: no driver installed. */
   | "NVML_LIBRARY_NOT_FOUND"
@@ -107,7 +107,7 @@ export interface ProcessList {
  * A write section writes only the next sample and the header, and opens with a release store of
  * the generation: while g is odd, a sample a reader already knew complete (below a head it read
  * consistently) that is not the oldest is read all the same, g unchanged after it
- * (src/backends/seqlock.ts).
+ * (src/sources/native/seqlock.ts).
  *
  * Sample k (k = 0, 1, 2, … counted since the sampler started) lives at
  * HEADER_SLOTS + (k % capacity) * SAMPLE_SLOTS.
@@ -281,9 +281,8 @@ export interface NativeSampler {
    * (−its weight, −its count) is appended for it.
    *
    * `owner`, `own` and `kind` (optional) are what the environment says of the event, stored in
-   * the entry as given (eOwner, eOwn, eKind): giul's windows put their number, their own weight
-   * after the event and its kind there (src/backends/native-log.ts), so that an accounting worker
-   * can follow them.
+   * the entry as given (eOwner, eOwn, eKind): a follower of the log can tell whose each event is
+   * (giul's own windows leave them unset).
    *
    * Throws a TypeError (src/ never makes one) when an argument is not a number, deltaWeight is not
    * finite, deltaCount is not −1, 0 or 1, or an open's idleW is not finite.
@@ -298,8 +297,8 @@ export interface NativeSampler {
   ): number;
   /**
    * ledgerAppend, returning the appended entry's eT (≥ 0) instead of its sequence number; the same
-   * −1 and −2 when nothing is appended. For an environment that needs only its events' instants
-   * (the accounting worker's windows, src/offload/client.ts): no read of the entry back.
+   * −1 and −2 when nothing is appended. For an environment that needs only its events' instants:
+   * no read of the entry back (giul's own windows read their entries).
    */
   ledgerAppendStamped(...args: Parameters<NativeSampler["ledgerAppend"]>): number;
   /**

@@ -14,7 +14,7 @@ namespace {
 /// How late a tick runs after its place on the period's grid: frac(k × φ⁻¹) of a period, so that
 /// over many ticks the reads fall at every offset from the card's own update instants (the energy
 /// counter's cadence can then be locked onto from the changes the reads see; see
-/// src/backends/cadence.ts). Consecutive ticks are 0.618 or 1.618 periods apart; the mean period is
+/// src/edges/cadence.ts). Consecutive ticks are 0.618 or 1.618 periods apart; the mean period is
 /// unchanged.
 std::chrono::nanoseconds Dither(uint64_t tick, std::chrono::nanoseconds period) {
   constexpr double kGoldenFraction = 0.6180339887498949;

@@ -15,7 +15,7 @@ import { hash01 } from "./fakes/synthetic.js";
 // 10,000 windows per trace against the trace's exact energy, with an ideal agent (its cumulative
 // energy exact at the reading, so that only the move is under test; the agent's own bound is the
 // local fused counter's, scored in test/accuracy.test.ts) and the real client arithmetic
-// (remote-exact.ts exactSpan). test/remote.agent.test.ts does the same through real agents.
+// (exact.ts exactSpan). test/remote.agent.test.ts does the same through real agents.
 
 const MS = 1e6;
 const IDLE_W = 60;
@@ -78,7 +78,7 @@ type Agent = "reads the client's edge" | "reads at the arrival" | "reads at the 
  * An edge at `t` whose request the client sent `lateMs` later (its event loop busy), `netMs` of
  * network in the round trip (the way there `u` of it), the agent answering `waitMs` after the
  * request arrived: the reading as `agent` takes it, and the edge placed as the client places it
- * (remote-exact.ts placeEdge).
+ * (exact.ts placeEdge).
  */
 function edgeAt(truth: DeviceTruth, t: number, lateMs: number, netMs: number, u: number, agent: Agent) {
   const tE = Math.round(t);

@@ -60,8 +60,8 @@ async function goneWithin(pid: number, ms: number): Promise<number | null> {
 
 const PARENT = `
 import { readdirSync, readFileSync } from "node:fs";
-import { smiTrack } from ${JSON.stringify(join(ROOT, "src", "backends", "smi.ts"))};
-import { SmiSampler } from ${JSON.stringify(join(ROOT, "src", "backends", "smi-sampler.ts"))};
+import { smiTrack } from ${JSON.stringify(join(ROOT, "src", "sources", "smi", "descriptor.ts"))};
+import { SmiSampler } from ${JSON.stringify(join(ROOT, "src", "sources", "smi", "sampler.ts"))};
 const [mode, period] = process.argv.slice(2);
 const path = process.env.SMI_PATH;
 const sampler = new SmiSampler({ path });

@@ -88,7 +88,7 @@ export class CardLedger {
   private stackSeq: number[] = [];
   /** The newest event whose edge has been handed to track.settle(). */
   private requestedSeq = -1;
-  /** How far the track has settled the events' edges (./ledger-settle.ts). */
+  /** How far the track has settled the events' edges (./settle.ts). */
   private readonly frontier = new SettleFrontier<Accounted>((waiter) => this.accountThen(waiter));
   /** The process-wide log read, the next entry to read from it, this environment's open windows. */
   private log: SharedLog["log"] | null = null;

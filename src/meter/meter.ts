@@ -1,4 +1,3 @@
-import { contentionOver, type ProcessWatcher, watcherFor } from "../contention.js";
 import {
   announceClose,
   announceOpen,
@@ -11,28 +10,18 @@ import {
   windowOpenChannel,
 } from "../diagnostics.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
-import {
-  type Attribution,
-  type ChargeContext,
-  type Concurrency,
-  charge,
-  type Energy,
-} from "../rules/energy.js";
+import type { Concurrency, Energy } from "../rules/energy.js";
 import { type Node, type ResolvedNode, resolveNode } from "../rules/node.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
 import { type Edge, NullTrack, type Track } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
 import { GiulError } from "../vocabulary/errors.js";
-import {
-  type BackendName,
-  type ContendingProcess,
-  fail,
-  type ProcessRead,
-} from "../vocabulary/measurement.js";
+import { type BackendName, fail } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
 import { abandoned, Leftovers } from "./abandoned.js";
 import { CloseWait } from "./close.js";
-import { measureWindow, type Outcome, type SpanOutcome, type StageMark } from "./measure.js";
+import { type EdgeTimes, WindowEvents } from "./events.js";
+import { measureWindow, type Outcome, type StageMark } from "./measure.js";
 import { type OpenedTrack, openTrackLater, openTrackNow } from "./open-track.js";
 import {
   checkOptions,
@@ -43,12 +32,16 @@ import {
   type MeasureOptions,
   type MeterOptions,
   optionError,
+  type ResolvedMeterOptions,
   type ResultOptions,
   resolveMeterOptions,
   TOKEN_OPTIONS,
 } from "./options.js";
-import { runSyncHook } from "./sync.js";
+import { chargeOutcome } from "./record.js";
+import { asyncDispose, runSyncHook } from "./sync.js";
+import { Witness } from "./witness.js";
 
+export type { EdgeTimes } from "./events.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./options.js";
 
 type State = "new" | "opening" | "open" | "closing" | "closed";
@@ -56,36 +49,7 @@ type State = "new" | "opening" | "open" | "closing" | "closed";
 /** A window's track as open() got it, or no backend (selection null) where getting it failed. */
 type Opening = Omit<OpenedTrack, "selection"> & { readonly selection: Selection | null };
 
-declare global {
-  interface SymbolConstructor {
-    /**
-     * `await using` support (Meter[Symbol.asyncDispose]). Declared here as @types/node and
-     * TypeScript's esnext.disposable library declare it, so that giul's types check in a project
-     * that has neither.
-     */
-    readonly asyncDispose: unique symbol;
-  }
-}
-
-const asyncDispose: typeof Symbol.asyncDispose =
-  Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
-
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
-const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
-/** Meter.chargeContext's one object (this thread's: charge() runs to completion, keeping none of it). */
-const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] } = {
-  backend: "none",
-  seconds: 0,
-  idleW: 0,
-  tokens: null,
-  joulesPer1kHint: null,
-  contendedBy: null,
-  contentionUnchecked: null,
-  shared: false,
-  stages: NO_STAGES,
-  attribution: "shared",
-  concurrency: null,
-};
 
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
@@ -107,33 +71,20 @@ const CHARGE_CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] }
  */
 export class Meter {
   readonly node: ResolvedNode;
-  private readonly hint: number | null;
-  private readonly sync: (() => unknown) | null;
-  private readonly periodMs: number;
+  private readonly o: ResolvedMeterOptions;
   private readonly forced: BackendName | null;
-  private readonly watchContention: boolean;
-  private readonly syncTimeoutMs: number;
-  private readonly attribution: Attribution;
-  private readonly initialWeight: number;
   private currentWeight: number;
   private state: State = "new";
-  private watcher: ProcessWatcher | null = null;
-  private openSnapshot: Promise<ProcessRead> | null = null;
-  private contendedBy: readonly ContendingProcess[] | null = null;
-  private contentionUnchecked: string | null = null;
+  /** Its view of the card's other tenants, where the node names a serving process. */
+  private witness: Witness | null = null;
   private selection: Selection | null = null;
   private track: Track | null = null;
   private ledger: CardLedger | null = null;
   private entries: LedgerWindow | null = null;
-  /** What this window releases if it is collected unclosed (./meter-abandoned.ts). */
+  /** What this window releases if it is collected unclosed (./abandoned.ts). */
   private leftovers: Leftovers | null = null;
-  /**
-   * Once closed and measured, all that is read of its events later: each one's instant (ns) and
-   * its own weight after it. The events themselves are let go (each holds a slab of numbers shared
-   * with hundreds of others, ./unboxed.ts, which a Meter kept for long would keep alive).
-   */
-  private closedNs: bigint[] | null = null;
-  private closedOwn: number[] | null = null;
+  /** Its own events' instants and weights (on the ledger while open, kept once measured). */
+  private readonly events = new WindowEvents();
   private marks: StageMark[] = [];
   private notReady: string | null = null;
   private syncFailure: string | null = null;
@@ -160,15 +111,8 @@ export class Meter {
 
   private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
     this.node = node;
-    const o = resolveMeterOptions(options);
-    this.hint = o.hint;
-    this.sync = o.sync;
-    this.periodMs = o.periodMs;
-    this.watchContention = o.watchContention;
-    this.syncTimeoutMs = o.syncTimeoutMs;
-    this.attribution = o.attribution;
-    this.initialWeight = o.weight;
-    this.currentWeight = o.weight;
+    this.o = resolveMeterOptions(options);
+    this.currentWeight = this.o.weight;
     this.forced = forced;
   }
 
@@ -203,46 +147,8 @@ export class Meter {
    * window up with traces, or to check a figure against another meter over the same instants.
    * `weights` lists the window's weight from each instant on (its opening edge first).
    */
-  edgeTimes(): {
-    open: bigint | null;
-    marks: { name: string; tNs: bigint }[];
-    close: bigint | null;
-    weights: { tNs: bigint; weight: number }[];
-  } {
-    const count = this.eventCount();
-    if (count === 0) return { open: null, marks: [], close: null, weights: [] };
-    const closed = this.state === "closing" || this.state === "closed";
-    const marked = new Set(this.marks.map((m) => m.index));
-    const weights: { tNs: bigint; weight: number }[] = [];
-    const last = closed ? count - 1 : count;
-    for (let i = 0; i < last; i++) {
-      if (!marked.has(i)) weights.push({ tNs: this.eventNs(i), weight: this.eventOwn(i) });
-    }
-    return {
-      open: this.eventNs(0),
-      marks: this.marks.map((m) => ({ name: m.name, tNs: this.eventNs(m.index) })),
-      close: closed ? this.eventNs(count - 1) : null,
-      weights,
-    };
-  }
-
-  /** Events of this window on its own ledger so far (0 before it opened). */
-  private eventCount(): number {
-    return this.closedNs?.length ?? this.entries?.events.length ?? 0;
-  }
-
-  /** CLOCK_MONOTONIC ns of the window's event `i` (on its own ledger). */
-  private eventNs(i: number): bigint {
-    const closed = this.closedNs;
-    if (closed !== null) return closed[i] as bigint;
-    return ((this.entries as LedgerWindow).events[i] as LedgerEvent).edge.tNs;
-  }
-
-  /** The window's own weight from its event `i` on (on its own ledger). */
-  private eventOwn(i: number): number {
-    const closed = this.closedOwn;
-    if (closed !== null) return closed[i] as number;
-    return ((this.entries as LedgerWindow).events[i] as LedgerEvent).own;
+  edgeTimes(): EdgeTimes {
+    return this.events.edgeTimes(this.marks, this.state === "closing" || this.state === "closed");
   }
 
   /**
@@ -258,7 +164,7 @@ export class Meter {
     try {
       // A card already probed and sampling: nothing to await, and no async frame either (an async
       // function's frame is a few hundred bytes a window for the collector).
-      opened = openTrackNow(this.node, this.forced, this.periodMs);
+      opened = openTrackNow(this.node, this.forced, this.o.periodMs);
     } catch (error) {
       opened = this.failedOpening(error);
     }
@@ -275,7 +181,7 @@ export class Meter {
   private async openLater(): Promise<this> {
     let opened: Opening;
     try {
-      opened = await openTrackLater(this.node, this.forced, this.periodMs);
+      opened = await openTrackLater(this.node, this.forced, this.o.periodMs);
     } catch (error) {
       opened = this.failedOpening(error);
     }
@@ -309,7 +215,7 @@ export class Meter {
     let entries: LedgerWindow;
     try {
       ledger = ledgerFor(track);
-      entries = ledger.openWindow(this.initialWeight, this.node.idleW);
+      entries = ledger.openWindow(this.o.weight, this.node.idleW);
     } catch (error) {
       track.release();
       this.state = "new";
@@ -318,18 +224,13 @@ export class Meter {
     this.track = track;
     this.ledger = ledger;
     this.entries = entries;
+    this.events.opened(entries);
     if (this.node.servingMatch !== null) {
-      // A shared card: witness who is resident at this edge (coalesced with every other window).
+      const backend = this.selection?.backend ?? "none";
       const reader = this.selection?.reader ?? null;
-      if (reader !== null) {
-        this.watcher = watcherFor(reader, this.node.contentionIntervalMs);
-        this.openSnapshot = this.watcher.after(this.eventNs(0));
-        if (this.watchContention) this.watcher.watch();
-      } else {
-        this.contentionUnchecked = `contention could not be checked: the ${this.selection?.backend ?? "none"} backend cannot read the card's processes`;
-      }
+      this.witness = new Witness(this.node, reader, backend, this.events.ns(0), this.o.watchContention);
     }
-    const heldWatch = this.watchContention ? this.watcher : null;
+    const heldWatch = this.witness?.held() ?? null;
     this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
     abandoned.add(this, this.leftovers);
     this.state = "open";
@@ -415,7 +316,7 @@ export class Meter {
     return this.closing;
   }
 
-  /** The window is closing: nothing is left for a collection to release (./meter-abandoned.ts). */
+  /** The window is closing: nothing is left for a collection to release (./abandoned.ts). */
   private forgetLeftovers(): void {
     if (this.leftovers === null) return;
     abandoned.remove(this.leftovers);
@@ -427,7 +328,7 @@ export class Meter {
   }
 
   private finish(): Promise<void> {
-    const sync = this.sync;
+    const sync = this.o.sync;
     if (sync) return this.finishAfterSync(sync);
     try {
       return this.finishNow();
@@ -438,7 +339,7 @@ export class Meter {
   }
 
   private async finishAfterSync(sync: () => unknown): Promise<void> {
-    this.syncFailure = await runSyncHook(sync, this.syncTimeoutMs);
+    this.syncFailure = await runSyncHook(sync, this.o.syncTimeoutMs);
     return this.finishNow();
   }
 
@@ -462,9 +363,7 @@ export class Meter {
         closeEvent.edge.tNs,
       );
     const concurrency = ledger.concurrency(openEvent, closeEvent);
-    const contention = this.watcher
-      ? this.checkContention(this.watcher, openEvent.edge, closeEvent.edge)
-      : null;
+    const contention = this.witness?.check(openEvent.edge.tNs, closeEvent.edge.tNs) ?? null;
     // One promise per closing window, resolved from the ledger's call of one waiter: a crowd of
     // closing windows each kept a chain of promises, then closures and their scopes, alive
     // (bench/RESULTS.md).
@@ -493,7 +392,7 @@ export class Meter {
           ledger: this.ledger as CardLedger,
           entries,
           idleW: this.node.idleW,
-          attribution: this.attribution,
+          attribution: this.o.attribution,
           failure: this.syncFailure ?? this.notReady,
         },
         this.marks,
@@ -508,35 +407,12 @@ export class Meter {
       };
     } finally {
       track.release();
-      const events = entries.events;
-      const ns: bigint[] = new Array(events.length);
-      const own: number[] = new Array(events.length);
-      for (let i = 0; i < events.length; i++) {
-        const e = events[i] as LedgerEvent;
-        ns[i] = e.edge.tNs;
-        own[i] = e.own;
-      }
-      this.closedNs = ns;
-      this.closedOwn = own;
+      this.events.measured();
       this.entries = null;
       this.state = "closed";
     }
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
     if (energyChannel.hasSubscribers) this.oweEnergy();
-  }
-
-  /** Tenants at the two edges (and, when watching, in between). Never rejects. */
-  private async checkContention(watcher: ProcessWatcher, openEdge: Edge, closeEdge: Edge): Promise<void> {
-    const seen = await contentionOver(
-      this.node,
-      watcher,
-      this.openSnapshot,
-      this.watchContention,
-      openEdge.tNs,
-      closeEdge.tNs,
-    );
-    this.contendedBy = seen.contendedBy;
-    if (seen.unchecked !== null) this.contentionUnchecked = seen.unchecked;
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
@@ -548,16 +424,19 @@ export class Meter {
       "tokens",
       checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
     );
-    const outcome = this.outcome;
-    const stages: Record<string, Energy> = {};
-    for (const stage of outcome.stages) {
-      stages[stage.name] = charge(stage.measurement, this.chargeContext(stage, stage.tokens, NO_STAGES));
-    }
-    const energy = charge(outcome.total.measurement, this.chargeContext(outcome.total, tokens, stages));
-    // The shared context keeps no window's records alive.
-    CHARGE_CONTEXT.stages = NO_STAGES;
-    CHARGE_CONTEXT.contendedBy = null;
-    CHARGE_CONTEXT.concurrency = null;
+    const energy = chargeOutcome(
+      this.outcome,
+      {
+        backend: this.selection?.backend ?? "none",
+        idleW: this.node.idleW,
+        joulesPer1kHint: this.o.hint,
+        contendedBy: this.witness?.contendedBy ?? null,
+        contentionUnchecked: this.witness?.unchecked ?? null,
+        shared: this.node.servingMatch !== null,
+        attribution: this.o.attribution,
+      },
+      tokens,
+    );
     if (this.energyOwed) {
       this.energyOwed = false;
       this.publishRecord(energy);
@@ -574,38 +453,14 @@ export class Meter {
   /** `giul:window:open`. */
   private announceOpen(): void {
     const backend = this.selection?.backend ?? "none";
-    this.opening = announceOpen(this, backend, this.eventNs(0));
+    this.opening = announceOpen(this, backend, this.events.ns(0));
   }
 
   /** `giul:energy` with `energy` (once closed). */
   private publishRecord(energy: Energy): void {
     const opening = this.opening;
     this.opening = null;
-    publishEnergy(this, opening, energy, this.eventNs(0), this.eventNs(this.eventCount() - 1));
-  }
-
-  /**
-   * The one builder of what the rules need besides the measurement: into one object shared by
-   * every call (charge() reads it and keeps none of it), not three built per result().
-   */
-  private chargeContext(
-    span: SpanOutcome,
-    tokens: number | null,
-    stages: Readonly<Record<string, Energy>>,
-  ): ChargeContext {
-    const c = CHARGE_CONTEXT;
-    c.backend = this.selection?.backend ?? "none";
-    c.seconds = span.seconds;
-    c.idleW = this.node.idleW;
-    c.tokens = tokens;
-    c.joulesPer1kHint = this.hint;
-    c.contendedBy = this.contendedBy;
-    c.contentionUnchecked = this.contentionUnchecked;
-    c.shared = this.node.servingMatch !== null;
-    c.stages = stages;
-    c.attribution = this.attribution;
-    c.concurrency = span.concurrency;
-    return c;
+    publishEnergy(this, opening, energy, this.events.ns(0), this.events.ns(this.events.count() - 1));
   }
 
   /**

@@ -25,3 +25,18 @@ export async function runSyncHook(sync: () => unknown, timeoutMs: number): Promi
     clearTimeout(timer);
   }
 }
+
+declare global {
+  interface SymbolConstructor {
+    /**
+     * `await using` support (Meter[Symbol.asyncDispose]). Declared here as @types/node and
+     * TypeScript's esnext.disposable library declare it, so that giul's types check in a project
+     * that has neither.
+     */
+    readonly asyncDispose: unique symbol;
+  }
+}
+
+/** The symbol `await using` calls at the end of its block. */
+export const asyncDispose: typeof Symbol.asyncDispose =
+  Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);

@@ -7,7 +7,7 @@ import {
   msRounded,
   tooShortForCounter,
 } from "../edges/uncertainty.js";
-import { emptySample, type RingSource, type Sample, type SampleRing } from "../track/ring.js";
+import { emptySample, powerRangeOf, type RingSource, type Sample, type SampleRing } from "../track/ring.js";
 import type {
   Edge,
   EdgeError,
@@ -40,10 +40,10 @@ import { RingWaits } from "./waits.js";
 /**
  * The window arithmetic shared by every sampling backend (the native thread's ring, the
  * nvidia-smi sampler's, a polled agent's): edges evaluated from the samples around them
- * (./ring-edge.ts: the energy counter fused with power, ./fusion.ts, or an integral of power
+ * (./edge.ts: the energy counter fused with power, ./fusion.ts, or an integral of power
  * interpolated), spans as the difference of a cumulative quantity, quality and faults over the
  * samples in between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs. How
- * long a window waits for the samples, and what a stalled sampler costs, is ./ring-waits.ts.
+ * long a window waits for the samples, and what a stalled sampler costs, is ./waits.ts.
  */
 
 export class RingTrack implements Track, TrackReadings {
@@ -55,7 +55,7 @@ export class RingTrack implements Track, TrackReadings {
   private openReason: string | null = null;
   private users = 0;
   private periodMs = Number.POSITIVE_INFINITY;
-  /** What the sampler does once no window uses it (./ring-linger.ts). */
+  /** What the sampler does once no window uses it (./linger.ts). */
   private readonly linger = new RingLinger({
     busy: () => this.users > 0 || this.ring === null,
     slower: () =>
@@ -63,7 +63,7 @@ export class RingTrack implements Track, TrackReadings {
     setPeriod: (ms) => this.source.setPeriod(ms),
     shut: () => this.shut(),
   });
-  /** When the fused counter digests new samples between edges (./ring-digest.ts). */
+  /** When the fused counter digests new samples between edges (./digest.ts). */
   private readonly digest = new RingDigest({
     busy: () => this.users > 0,
     digest: () => {
@@ -174,7 +174,7 @@ export class RingTrack implements Track, TrackReadings {
     return this.waits.readyNow();
   }
 
-  /** The longest a window waits now for the sample after an edge (ms; see ./ring-waits.ts). */
+  /** The longest a window waits now for the sample after an edge (ms; see ./waits.ts). */
   waitBoundMs(): number {
     return this.waits.boundMs();
   }
@@ -452,23 +452,7 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   powerRange(sinceNs: bigint): { readonly minMw: number; readonly maxMw: number } | null {
-    const ring = this.ring;
-    if (ring === null) return null;
-    const since = Number(sinceNs - ring.epochNs);
-    const s = this.scratch2;
-    let min = Number.POSITIVE_INFINITY;
-    let max = Number.NEGATIVE_INFINITY;
-    const oldest = Math.max(0, ring.head() - ring.capacity);
-    // The sample before `since` too: its power held into the range.
-    for (let k = ring.head() - 1; k >= oldest; k--) {
-      if (!ring.read(k, s)) continue;
-      if (!Number.isNaN(s.powerMw)) {
-        if (s.powerMw < min) min = s.powerMw;
-        if (s.powerMw > max) max = s.powerMw;
-      }
-      if (s.t < since) break;
-    }
-    return Number.isFinite(max) ? { minMw: min, maxMw: max } : null;
+    return this.ring === null ? null : powerRangeOf(this.ring, sinceNs, this.scratch2);
   }
 
   private readAt(ring: SampleRing, k: number): Sample | null {

@@ -1,5 +1,4 @@
 import type { ResolvedNode } from "../rules/node.js";
-import { simulationGeneration } from "../sources/simulated/descriptor.js";
 import type { CardReader } from "../track/card.js";
 import type { BackendDescriptor, CardCapabilities } from "../track/descriptor.js";
 import type { Track } from "../track/track.js";
@@ -9,7 +8,7 @@ import { GiulError } from "../vocabulary/errors.js";
 import { BACKEND_NAMES, type BackendName } from "../vocabulary/measurement.js";
 import { localCapabilities } from "./capabilities.js";
 import { noteCardInUse } from "./in-use.js";
-import { descriptorOf, firstServing } from "./registry.js";
+import { descriptorOf, firstServing, registryGeneration } from "./registry.js";
 
 /**
  * The one place that picks a backend for a node: the first in the registry (./registry.ts) that
@@ -43,8 +42,8 @@ interface CacheEntry {
   readonly selection: Promise<Selection>;
   /** Date.now() after which a failed probe is tried again. */
   retryAt: number;
-  /** simulationGeneration() when probed. */
-  readonly simulation: number;
+  /** registryGeneration() when probed. */
+  readonly generation: number;
   /** Failed probes of this card in a row: 5 s, 10 s, … up to 5 min before the next. */
   readonly backoff: Backoff;
   /** The selection once the probe has answered (what selectNow returns). */
@@ -76,7 +75,7 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
     retryAt: 0,
-    simulation: simulationGeneration(),
+    generation: registryGeneration(),
     backoff: hit ? hit.backoff : new Backoff(5_000, 300_000),
     settled: null,
   };
@@ -111,10 +110,10 @@ function cacheKey(node: ResolvedNode, forced: BackendName | null): string {
     : `remote:${node.powerEndpoint ?? ""}:${node.timeoutMs}`;
 }
 
-/** A cached selection still stands: not due for another probe, not made stale by a simulation. */
+/** A cached selection still stands: not due for another probe, not made stale by a descriptor. */
 function usable(node: ResolvedNode, hit: CacheEntry): boolean {
   // A simulated card declared or withdrawn since (giul/testing) makes a local choice stale.
-  const fresh = !node.isLocal || hit.simulation === simulationGeneration();
+  const fresh = !node.isLocal || hit.generation === registryGeneration();
   return fresh && (hit.retryAt === 0 || Date.now() < hit.retryAt);
 }
 

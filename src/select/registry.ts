@@ -1,8 +1,8 @@
 /**
  * Every backend, in order of preference. The first that can serve a card serves it; a card none
- * can serve is metered by none (estimated with a hint, else unknown). Each backend's descriptor
- * comes from its own file under src/backends/; adding one (another vendor's library, say) is that
- * file and one line here.
+ * can serve is metered by none (estimated with a hint, else unknown). Each source's descriptor
+ * comes from its own folder under src/sources/; adding one (another vendor's library, say) is that
+ * folder and one line here.
  */
 
 import { nvmlCounterBackend, nvmlSamplerBackend } from "../sources/native/descriptor.js";
@@ -19,6 +19,13 @@ const REGISTRY: readonly BackendDescriptor[] = [
   smiSamplerBackend,
   remoteAgentBackend,
 ];
+
+/** Changes whenever a descriptor's generation does: cached local choices made before are stale. */
+export function registryGeneration(): number {
+  let sum = 0;
+  for (const d of REGISTRY) sum += d.generation?.() ?? 0;
+  return sum;
+}
 
 /** The descriptor of `name`, or null for `none`. */
 export function descriptorOf(name: BackendName): BackendDescriptor | null {

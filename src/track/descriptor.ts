@@ -6,8 +6,8 @@ import type { Track } from "./track.js";
 /**
  * What every backend is to the one place that chooses (src/select/): a name, whether it can serve
  * a card, and how to open the card. Each backend's own file exports its descriptor; the registry
- * (src/select/registry.ts) lists them in order of preference. Adding a backend is one file here
- * and one line there.
+ * (src/select/registry.ts) lists them in order of preference. Adding a source of samples is one
+ * folder under src/sources/ and one line there.
  */
 export interface BackendDescriptor {
   readonly name: Exclude<BackendName, "none">;
@@ -15,6 +15,11 @@ export interface BackendDescriptor {
   canServe(card: CardTarget, caps: LocalCapabilities | null): boolean;
   /** The card's shared track and its reader, or why they cannot be had. Never throws for the card. */
   open(card: CardTarget, caps: CardCapabilities | null): Result<OpenedBackend>;
+  /**
+   * Where what it can serve changes outside any probe (a simulated card declared or withdrawn): a
+   * number that changes with it, so that a cached local choice made before is looked at again.
+   */
+  generation?(): number;
 }
 
 /** What a backend opened for a card. */

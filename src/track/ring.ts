@@ -100,3 +100,27 @@ export interface RingSource {
   /** Arms the doorbell; with `read`, asks the sampler for a read now (an edge waits for it). */
   wake?(read: boolean): void;
 }
+
+/**
+ * Least and most power among a ring's samples from `sinceNs` (CLOCK_MONOTONIC) to the newest, and
+ * the sample before (its power held into the range), mW; null when none read power.
+ */
+export function powerRangeOf(
+  ring: SampleRing,
+  sinceNs: bigint,
+  s: Sample,
+): { readonly minMw: number; readonly maxMw: number } | null {
+  const since = Number(sinceNs - ring.epochNs);
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  const oldest = Math.max(0, ring.head() - ring.capacity);
+  for (let k = ring.head() - 1; k >= oldest; k--) {
+    if (!ring.read(k, s)) continue;
+    if (!Number.isNaN(s.powerMw)) {
+      if (s.powerMw < min) min = s.powerMw;
+      if (s.powerMw > max) max = s.powerMw;
+    }
+    if (s.t < since) break;
+  }
+  return Number.isFinite(max) ? { minMw: min, maxMw: max } : null;
+}

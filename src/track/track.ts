@@ -198,11 +198,6 @@ export interface EventLog {
    */
   append(...args: AppendArgs): number;
   /**
-   * Where the log can say it at once (the native one): append, returning the entry's `t` instead of
-   * its sequence number (the same −1 and −2 when nothing is appended).
-   */
-  appendStamped?(...args: AppendArgs): number;
-  /**
    * Where the log records who appended each event (the native one): the id it records for this
    * environment's appends (EventLogEntry.ref).
    */

@@ -39,12 +39,6 @@ export class NativeEventLog implements EventLog {
     return k;
   }
 
-  appendStamped(dw: number, dc: number, idleW: number, owner?: number, own?: number, kind?: number): number {
-    return owner === undefined
-      ? this.sampler.ledgerAppendStamped(dw, dc, idleW)
-      : this.sampler.ledgerAppendStamped(dw, dc, idleW, owner, own, kind);
-  }
-
   get refId(): number {
     return this.sampler.refId;
   }

@@ -3,9 +3,9 @@
  * (./agent-client.ts). The agent's kind is told from its /power, then every window goes to the
  * track for that kind:
  * - this package's agent (its /power carries `energy_j`): the agent's cumulative energy read at
- *   each edge ({@link ExactTrack}, ./remote-exact.ts);
+ *   each edge ({@link ExactTrack}, ./exact.ts);
  * - a Python giul 0.2 agent (watts only): its /power polled and integrated, with a caveat
- *   ({@link PolledTrack}, ./remote-poll.ts).
+ *   ({@link PolledTrack}, ./poll.ts).
  * An agent that cannot be reached is asked again after a backoff (1 s, doubling, up to 30 s).
  *
  * Every request has a timeout (default 500 ms). An unreachable, slow or malformed agent costs the

@@ -147,4 +147,5 @@ export const simulatedBackend: BackendDescriptor = {
     declared.track ??= new RingTrack("simulated", new SimulatedSource(declared));
     return ok({ track: declared.track, reader: simulatedReader });
   },
+  generation: simulationGeneration,
 };

@@ -3,7 +3,7 @@
  * child per process, shared by every window on every card, for hosts where the addon or NVML
  * cannot be used. It only produces samples: each card's readings go into a JsRing, and the
  * window arithmetic is RingTrack's, the same code as the native sampler's (column "integral").
- * The child and the rings are the SmiSampler's (./smi-sampler.ts).
+ * The child and the rings are the SmiSampler's (./sampler.ts).
  *
  * The child starts when the first window opens (first `retain`) and stops when the last card's
  * track closes its source (RingTrack keeps a source open a while after the last window). It runs
@@ -24,7 +24,7 @@
  *
  * Timestamps. A row is placed at the instant nvidia-smi took the reading, not when this process
  * got to read it, by nvidia-smi's own timestamp where it has one (RowPlacer,
- * ./smi-clock.ts). The times written into a ring never go back.
+ * ./clock.ts). The times written into a ring never go back.
  */
 
 import { RingTrack } from "../../ring/ring-track.js";

@@ -1,7 +1,7 @@
 /**
  * The smi_sampler's engine: one long-lived `nvidia-smi --query-gpu=… -lms <period>` child per
  * process (run by a {@link Supervisor}), shared by every card, its rows placed in time
- * ({@link RowPlacer}) and written into each card's {@link JsRing}. See ./smi.ts for the backend.
+ * ({@link RowPlacer}) and written into each card's {@link JsRing}. See ./descriptor.ts for the backend.
  */
 
 import { JsRing } from "../../ring/js-ring.js";
