@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { built, DIST, FAKE_NVML, ROOT } from "./fakes/paths.js";
+import { built, DIST, FAKE_NVML, ROOT, readmeAndDocs } from "./fakes/paths.js";
 import { Scenario } from "./fakes/scenario.js";
 
 // The examples run as they are (against the NVML double here, so that they measure), and the
@@ -132,8 +132,8 @@ describe.runIf(ready)("examples", () => {
     expect(sample("hw_energy_joules_total")).toBeGreaterThanOrEqual(0);
   });
 
-  it("the README shows each example exactly as it is in examples/", () => {
-    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  it("the README or its docs/ pages show each example exactly as it is in examples/", () => {
+    const readme = readmeAndDocs();
     for (const file of [
       "quick-start.mjs",
       "concurrent-http.mjs",
@@ -143,9 +143,10 @@ describe.runIf(ready)("examples", () => {
       "prometheus-metrics.mjs",
     ]) {
       const source = readFileSync(join(ROOT, "examples", file), "utf8");
-      expect(readme.includes(`\`\`\`js\n${source}\`\`\``), `README.md shows examples/${file} verbatim`).toBe(
-        true,
-      );
+      expect(
+        readme.includes(`\`\`\`js\n${source}\`\`\``),
+        `README.md or docs/ shows examples/${file} verbatim`,
+      ).toBe(true);
     }
   });
 });

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startStub } from "./fakes/openai-stub.mjs";
-import { ADDON, built, FAKE_NVML, ROOT } from "./fakes/paths.js";
+import { ADDON, built, FAKE_NVML, ROOT, readmeAndDocs } from "./fakes/paths.js";
 import { Scenario } from "./fakes/scenario.js";
 
 // README's "Energy on every response" shows examples/proxy-client.mjs as it is, and it runs as it
@@ -64,12 +64,12 @@ describe.runIf(ready)("giul-proxy example", () => {
     }
   });
 
-  it("the README shows it exactly as it is in examples/", () => {
-    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  it("the README or its docs/ pages show it exactly as it is in examples/", () => {
+    const readme = readmeAndDocs();
     const source = readFileSync(EXAMPLE, "utf8");
     expect(
       readme.includes(`\`\`\`js\n${source}\`\`\``),
-      "README.md shows examples/proxy-client.mjs verbatim",
+      "README.md or docs/ shows examples/proxy-client.mjs verbatim",
     ).toBe(true);
     // And it parses as a module.
     expect(spawnSync(process.execPath, ["--check", EXAMPLE]).status).toBe(0);

@@ -32,8 +32,21 @@ const EXAMPLE_FILES = new Set(
     .map((f) => readFileSync(join(ROOT, "examples", f), "utf8")),
 );
 
+/** Every page whose examples run: the README, then docs/ in name order. */
+const PAGES = [
+  "README.md",
+  ...readdirSync(join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
+
 function examples(): Example[] {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  return PAGES.flatMap((page) => examplesOf(page));
+}
+
+function examplesOf(page: string): Example[] {
+  const readme = readFileSync(join(ROOT, page), "utf8");
   const found: Example[] = [];
   const pattern = /(?:<!-- readme-test: node>=(\d+) -->\n)?```(ts|js)\n([\s\S]*?)```/g;
   for (const match of readme.matchAll(pattern)) {
@@ -42,10 +55,10 @@ function examples(): Example[] {
     const before = readme.slice(0, match.index);
     // The nearest heading outside a code block (a shell comment starts with # too).
     const prose = before.replace(/```[\s\S]*?```/g, "");
-    const heading = [...prose.matchAll(/^#+ (.+)$/gm)].at(-1)?.[1] ?? "README";
+    const heading = [...prose.matchAll(/^#+ (.+)$/gm)].at(-1)?.[1] ?? page;
     const line = before.split("\n").length + (match[1] === undefined ? 1 : 2);
     found.push({
-      title: `${heading} (README.md:${line})`,
+      title: `${heading} (${page}:${line})`,
       code: match[3] ?? "",
       minNode: Number(match[1] ?? 0),
     });
@@ -85,39 +98,42 @@ const all = examples();
 
 afterAll(() => rmSync(DIR, { recursive: true, force: true }));
 
-describe.runIf(built([DIST, FAKE_NVML], "dist/ and the NVML double"))("README.md examples", async () => {
-  const exported = Object.keys(await import(DIST));
+describe.runIf(built([DIST, FAKE_NVML], "dist/ and the NVML double"))(
+  "README.md and docs/ examples",
+  async () => {
+    const exported = Object.keys(await import(DIST));
 
-  it("there are examples to run", () => {
-    expect(all.length).toBeGreaterThanOrEqual(6);
-  });
+    it("there are examples to run", () => {
+      expect(all.length).toBeGreaterThanOrEqual(6);
+    });
 
-  it.each(all.map((e, i) => [e.title, i] as const))("%s", (_title, index) => {
-    const example = all[index] as Example;
-    const js = ts.transpileModule(example.code, {
-      compilerOptions: { target: ts.ScriptTarget.ESNext, module: ts.ModuleKind.ESNext },
-    }).outputText;
-    // Inside the package, so that `import … from "giul"` resolves to it by name (self-reference).
-    mkdirSync(DIR, { recursive: true });
-    const file = join(DIR, `example-${index}.mjs`);
-    writeFileSync(file, `${continuation(example.code, exported)}${PRELUDE}\n${js}`);
-    const sc = writeScenario({ devices: [{ name: "README", power: [[0, 200]] }] });
-    try {
-      const ran = spawnSync(process.execPath, [file], {
-        cwd: DIR,
-        env: { ...process.env, ...sc.env() },
-        encoding: "utf8",
-        timeout: 20_000,
-      });
-      if (NODE_MAJOR >= example.minNode) {
-        expect(ran.stderr).toBe("");
-        expect(ran.status).toBe(0);
-      } else {
-        expect(ran.status).not.toBe(0);
-        expect(ran.stderr).toContain("SyntaxError");
+    it.each(all.map((e, i) => [e.title, i] as const))("%s", (_title, index) => {
+      const example = all[index] as Example;
+      const js = ts.transpileModule(example.code, {
+        compilerOptions: { target: ts.ScriptTarget.ESNext, module: ts.ModuleKind.ESNext },
+      }).outputText;
+      // Inside the package, so that `import … from "giul"` resolves to it by name (self-reference).
+      mkdirSync(DIR, { recursive: true });
+      const file = join(DIR, `example-${index}.mjs`);
+      writeFileSync(file, `${continuation(example.code, exported)}${PRELUDE}\n${js}`);
+      const sc = writeScenario({ devices: [{ name: "README", power: [[0, 200]] }] });
+      try {
+        const ran = spawnSync(process.execPath, [file], {
+          cwd: DIR,
+          env: { ...process.env, ...sc.env() },
+          encoding: "utf8",
+          timeout: 20_000,
+        });
+        if (NODE_MAJOR >= example.minNode) {
+          expect(ran.stderr).toBe("");
+          expect(ran.status).toBe(0);
+        } else {
+          expect(ran.status).not.toBe(0);
+          expect(ran.stderr).toContain("SyntaxError");
+        }
+      } finally {
+        sc.remove();
       }
-    } finally {
-      sc.remove();
-    }
-  });
-});
+    });
+  },
+);

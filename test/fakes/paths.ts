@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -51,3 +51,13 @@ export const haveDoubles = (): boolean => built([FAKE_NVML], "the NVML test doub
 
 /** The addon and the NVML double are built: the native path can be tested (throws in CI otherwise). */
 export const nativeReady = (): boolean => built([FAKE_NVML, ADDON]);
+
+/** README.md and every page of docs/, in that order: where the examples are shown. */
+export function readmeAndDocs(): string {
+  const docs = join(ROOT, "docs");
+  const pages = readdirSync(docs)
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => readFileSync(join(docs, f), "utf8"));
+  return [readFileSync(join(ROOT, "README.md"), "utf8"), ...pages].join("\n");
+}
