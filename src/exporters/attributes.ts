@@ -3,8 +3,8 @@
  * operator reads (`giul.energy.joules`, `.method`, `.backend`, `.uncertainty_joules`,
  * `.attribution`, `.contended`, `.card_joules`, `.tokens`, `.reason`, `.contended_by`, each where
  * not null) and `giul.node`; on each stage's event (at the stage's end), the stage's joules,
- * method and uncertainty. Kept to these because a span's attributes are paid for per request (see
- * bench/RESULTS.md); the whole record is `energy.toJSON()`.
+ * method and uncertainty. Kept to these because a span's attributes are paid for per request;
+ * the whole record is `energy.toJSON()`.
  */
 import type { Energy } from "../rules/energy.js";
 

@@ -46,8 +46,8 @@ export interface OpenTelemetryOptions {
   /** Put each window's record on the span active when it opened (default true). */
   readonly spanAttributes?: boolean;
   /**
-   * With the record, one `giul.stage` event per stage (default true). The SDK's events are the
-   * dearest part of a window's cost (see bench/RESULTS.md): turn them off where that matters.
+   * With the record, one `giul.stage` event per stage (default true). The SDK's events are a
+   * large part of what giul/otel costs a window: turn them off where that matters.
    */
   readonly stageEvents?: boolean;
   /**
@@ -92,7 +92,7 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
     advice: { explicitBucketBoundaries: [...JOULE_BUCKETS] },
   });
   // Counted here and observed at each collection: an instrument's add() would hash the labels
-  // again for every window (see bench/RESULTS.md).
+  // again for every window.
   const labels = new LabelCache({
     method: "giul.energy.method",
     backend: "giul.energy.backend",

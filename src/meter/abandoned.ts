@@ -4,12 +4,9 @@
  * collected, what it held is released (./meter.ts hands each window here as it opens, and takes it
  * back as it closes).
  *
- * Registering every window with a FinalizationRegistry as it opened, and unregistering it as it
- * closed, was the dearest part of a window: the registry's weak cells and its table of unregister
- * tokens cost the event loop about as much again as the rest of the window, most of it in the
- * collector (bench/RESULTS.md, "A window's weak cell"). Almost every window closes within a
- * second, so a window is registered only once it has stayed open across a whole sweep (1 to 2 s
- * after it opened). Until then this list holds it (strongly, so an abandoned window is released up
+ * A FinalizationRegistry's weak cells and unregister tokens are dear for the collector, and almost
+ * every window closes within a second, so a window is registered only once it has stayed open
+ * across a whole sweep (1 to 2 s after it opened). Until then this list holds it (strongly, so an abandoned window is released up
  * to 2 s later than it would have been); a window that closes leaves the list at once, so nothing
  * closed is kept alive.
  */

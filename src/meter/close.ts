@@ -25,28 +25,23 @@ export class CloseWait implements Accounted {
   /** Accounted once: a second call (accounting threw after the waiter was taken) is ignored. */
   private arrivedOnce = false;
 
-  private constructor(
+  /** close()'s promise, settled by this waiter. */
+  readonly promise: Promise<void>;
+  private readonly resolve: () => void;
+  private readonly reject: (error: unknown) => void;
+
+  constructor(
     private readonly window: Closing,
     readonly event: LedgerEvent,
     private readonly concurrency: Concurrency,
     /** The contention check still to await (it never rejects: a failure is giul's own). */
     private readonly contention: Promise<void> | null,
-    private readonly resolve: () => void,
-    private readonly reject: (error: unknown) => void,
-  ) {}
-
-  /** close()'s promise and the waiter that settles it. */
-  static make(
-    window: Closing,
-    event: LedgerEvent,
-    concurrency: Concurrency,
-    contention: Promise<void> | null,
-  ): { promise: Promise<void>; wait: CloseWait } {
-    const promise = new Promise<void>(captureResolvers);
-    const wait = new CloseWait(window, event, concurrency, contention, resolved, rejected);
+  ) {
+    this.promise = new Promise<void>(captureResolvers);
+    this.resolve = resolved;
+    this.reject = rejected;
     resolved = NOOP;
     rejected = NOOP;
-    return { promise, wait };
   }
 
   accounted(thrown: { error: unknown } | null): void {

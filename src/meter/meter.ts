@@ -345,8 +345,8 @@ export class Meter {
 
   /**
    * close() from its closing edge on: the edge taken now, the outcome once the edges have settled.
-   * Not an async function: a crowd of closing windows each kept a suspended frame of it alive
-   * (about 1.2 kB a window, bench/RESULTS.md), where a callback keeps a few words.
+   * Not an async function: a crowd of closing windows would each keep a suspended frame of it
+   * alive, where the waiter keeps a few words.
    */
   private finishNow(): Promise<void> {
     this.forgetLeftovers();
@@ -364,16 +364,15 @@ export class Meter {
       );
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.witness?.check(openEvent.edge.tNs, closeEvent.edge.tNs) ?? null;
-    // One promise per closing window, resolved from the ledger's call of one waiter: a crowd of
-    // closing windows each kept a chain of promises, then closures and their scopes, alive
-    // (bench/RESULTS.md).
-    const { promise: closed, wait } = CloseWait.make(this, closeEvent, concurrency, contention);
+    // One promise per closing window, resolved from the ledger's call of one waiter, not a chain
+    // of promises and closures kept alive by a crowd of closing windows.
+    const wait = new CloseWait(this, closeEvent, concurrency, contention);
     try {
       ledger.settleThen(wait);
     } catch (error) {
       wait.accounted({ error });
     }
-    return closed;
+    return wait.promise;
   }
 
   /**

@@ -132,9 +132,9 @@ const ATTRIBUTIONS: readonly Attribution[] = ["shared", "exclusive"];
 
 /** Checks a window's options (throws GiulError naming the field) and fills in the defaults. */
 /**
- * The Meter's sampling period by default (ms). On a load that swings every few tens of ms, 100 ms
- * windows on a 100 ms counter step are off by about 3 % on average at 5 ms and 7 % at 10 ms
- * (bench/RESULTS.md, accuracy); the sampling thread pays for it, not the event loop.
+ * The Meter's sampling period by default (ms): short enough to place energy inside a counter's
+ * steps on a load that swings every few tens of ms; the sampling thread pays for it, not the event
+ * loop.
  */
 export const DEFAULT_PERIOD_MS = 5;
 

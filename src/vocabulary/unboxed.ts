@@ -1,13 +1,10 @@
 /**
  * Numbers of long-lived objects kept unboxed and off the collector's hands. V8 keeps each field
- * holding a fraction (or an integer past the small ones) in a heap number of its own; a window's
- * ledger events and ring edges (four of each per window, alive as long as it is open) had about 50
- * between them, each one more object for the collector to copy (bench/RESULTS.md). They were then
- * kept in an array of doubles per object, which the young-generation collector still copied with
- * the object (144 bytes a ledger event, 120 a ring edge): at 10,000 concurrent windows most of a
- * window's cost was that copying. Now each object's numbers are a run of slots in a Float64Array
- * shared by a few hundred objects of its kind (a slab: its memory is outside V8's heap, never
- * copied), reached through accessors defined here, its callers unchanged.
+ * holding a fraction (or an integer past the small ones) in a heap number of its own, one more
+ * object for the collector to copy; a window's ledger events and ring edges live as long as it is
+ * open. So each object's numbers are a run of slots in a Float64Array shared by a few hundred
+ * objects of its kind (a slab: its memory is outside V8's heap, never copied), reached through
+ * accessors defined here.
  *
  * A slab is never reused: it is freed when the last object holding it is collected. So an object
  * kept alive keeps its slab (a few kB) alive with it; giul's events and edges live about as long
