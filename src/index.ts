@@ -16,7 +16,7 @@ export type WindowCloseMessage = Channels.CloseMessageOf<Meter>;
 export type EnergyMessage = Channels.EnergyMessageOf<Meter>;
 export type { IdleMeasurement, IdleOptions, IdleResult } from "./idle.js";
 export { measureIdle } from "./idle.js";
-export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter/meter.js";
+export type { EdgeTimes, MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./meter/meter.js";
 export { Meter } from "./meter/meter.js";
 export type { NodeState, PoolFit, ProbeOptions } from "./probe.js";
 export { poolFits, probeNode } from "./probe.js";
