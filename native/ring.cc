@@ -27,8 +27,8 @@ void Ring::BeginWrite() {
   auto& g = generation();
   // A release store: a reader whose acquire load sees the odd generation sees every sample
   // completed before it (and may read those while this write is under way:
-  // src/sources/native/seqlock.ts stableInSection). Not a read-modify-write: a locked instruction per
-  // section slowed a writer appending without pause enough that readers never saw it hold still
+  // src/sources/native/seqlock.ts stableInSection). Not a read-modify-write: a locked instruction
+  // per section slowed a writer appending without pause enough that readers never saw it hold still
   // (test/native.ledger-log.test.ts).
   g.store(g.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_release);
