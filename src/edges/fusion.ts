@@ -6,20 +6,15 @@
  * counter is an *anchor*: at its update instant u (known to within the read interval, narrowed by
  * locking onto the counter's cadence, ./cadence.ts) the card's energy was its value V, to the mJ.
  * From any anchor the energy at an edge t is V plus the energy between u and t, which the power
- * readings bound (./power-model.ts); each anchor gives an interval for E(t), and the edge's bound
- * is their intersection — the anchors before the edge bound it from the power since, those after
- * it from the power until. A counter can never run ahead of the energy it counts, and power is
- * never negative: with no usable power (a card whose only power is a 1 s average, or none) the
- * anchors alone bound the edge, between the last update before it and the first after it.
+ * readings bound (./power-model.ts); the edge's bound is the intersection of the anchors'. With no
+ * usable power (a card whose only power is a 1 s average, or none) the anchors alone bound the
+ * edge, between the last update before it and the first after it.
  *
- * How far the power readings can be trusted is decided by the counter itself: each closed step
- * (two consecutive anchors) must be explained by the readings under a reading of the sensor
- * (power-model.ts: CONTINUOUS, HOLD, HOLD_AVERAGED) and one gain common to all recent steps (a
- * sensor that reads a few % off the counter). The most trusting reading that the counter has not
- * contradicted is used, CONTINUOUS only while nothing suggests a held sensor or, once something
- * does (repeated readings ending in a change), after the counter has confirmed it on steps where
- * it mattered. None of this is assumed before one step has been seen: a new ring bounds its edges
- * by the counter alone.
+ * How far the power readings can be trusted is decided by the counter: each closed step must be
+ * explained by the readings under a reading of the sensor (power-model.ts) and one gain common to
+ * the recent steps; the most trusting reading not contradicted is used, and none before one step
+ * has been seen (a new ring bounds its edges by the counter alone). A step that the reading in use
+ * explains with no allowed gain (a jump, a stall) is a discontinuity, not evidence: a fault.
  *
  * Bounds are two-sided: the estimate is the middle of the interval and the error its half-width.
  * Times are ns relative to the ring's epoch, energy mJ, power mW.
@@ -78,9 +73,8 @@ export interface FusedTarget {
 export type FusedOutcome = boolean | string;
 
 /**
- * A counter that changes at every read may be one that updates continuously (or far more often
- * than it is read): its value at a read is then as of an instant at most δ before the read. Each δ
- * here is a hypothesis the counter must confirm (see checkStep), the smallest confirmed one used.
+ * A counter that changes at every read may update continuously: its value at a read is then as of
+ * at most δ before it. Each δ is a hypothesis the counter must confirm (checkStep).
  */
 const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
 /** Reads in a row that must each show a change, and steps that must confirm a δ. */
@@ -219,6 +213,11 @@ export class CounterFusion {
       this.lastRead = s.readNs;
     }
     this.onDigest?.();
+  }
+
+  /** What the discontinuities among samples kFrom..kTo were (a window's reason). */
+  discontinuitiesBetween(kFrom: number, kTo: number): string[] {
+    return this.copy.faultsBetween(kFrom, kTo);
   }
 
   /**
@@ -459,7 +458,9 @@ export class CounterFusion {
     if (!Number.isFinite(a.lo)) return;
     const dv =
       (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
-    this.judge.check(dv, a, b);
+    // A step no reading of the sensor explains: a fault from its update's read on.
+    const why = this.judge.check(dv, a, b);
+    if (why !== null) this.copy.addFault(this.aK[n + 1 - this.anchorBase] as number, why);
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {

@@ -1,4 +1,4 @@
-import { stepGain } from "./uncertainty.js";
+import { COUNTER_READ_QUANTUM_MJ, stepGain } from "./uncertainty.js";
 
 /**
  * What the power readings of a ring say about the power between them, under one of three readings
@@ -264,6 +264,8 @@ export function addIntervalBound(
 const EVIDENCE = 64;
 /** Gains further than this from 1 are not a calibration: the reading of the sensor is wrong. */
 const GAIN_LIMITS = [0.5, 2] as const;
+/** Energy no reading of the sensor is off by, on top of its gain (mJ): a discontinuity is beyond it. */
+const DISCONTINUITY_SLACK_MJ = 1000;
 
 /**
  * What the counter's closed steps say of a reading of the sensor: each step allows the gains in
@@ -404,9 +406,11 @@ export class SensorJudge {
 
   /**
    * Checks one closed step: the counter rose by `dvMj` between an update in `a` and the next in
-   * `b` (instants, ns).
+   * `b` (instants, ns). Returns why the step is a discontinuity (the reading of the sensor the
+   * counter has supported so far explains it with no allowed gain: a counter that jumped or
+   * stalled), which is kept out of the evidence, or null.
    */
-  check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): void {
+  check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): string | null {
     const inner = this.inner;
     const outer = this.outer;
     for (const model of SENSOR_MODELS) {
@@ -414,6 +418,12 @@ export class SensorJudge {
       inner[model] = this.bounds.lo;
       this.energy(a.lo, b.hi, model, this.bounds);
       outer[model] = this.bounds.hi;
+    }
+    // Judged under the reading the counter has supported so far (none before the first step).
+    const basis = this.basis();
+    if (basis !== null) {
+      const why = discontinuity(dvMj, inner[basis] as number, outer[basis] as number, a, b);
+      if (why !== null) return why;
     }
     const looser = (outer[HOLD_AVERAGED] as number) - (inner[HOLD_AVERAGED] as number);
     const continuousWidth = (outer[CONTINUOUS] as number) - (inner[CONTINUOUS] as number);
@@ -434,5 +444,36 @@ export class SensorJudge {
       counted = true;
     }
     if (counted) this.steps += 1;
+    return null;
   }
+}
+
+/**
+ * Why a counter step of `dvMj` between updates in `a` and `b` cannot be the card's energy: more
+ * than the most the sensor's readings allow at the largest gain, or less than the least at the
+ * smallest; null when it can be, or when the readings cannot tell.
+ */
+function discontinuity(
+  dvMj: number,
+  innerMj: number,
+  outerMj: number,
+  a: { lo: number; hi: number },
+  b: { lo: number; hi: number },
+): string | null {
+  const q = 2 * COUNTER_READ_QUANTUM_MJ;
+  const most = GAIN_LIMITS[1] * outerMj + DISCONTINUITY_SLACK_MJ;
+  if (Number.isFinite(outerMj) && dvMj - q > most) {
+    return (
+      `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at most ${((b.hi - a.lo) / 1e6).toFixed(0)} ms, ` +
+      `more than the power read allows (${(most / 1000).toFixed(1)} J): a counter jump`
+    );
+  }
+  const least = GAIN_LIMITS[0] * innerMj - DISCONTINUITY_SLACK_MJ;
+  if (Number.isFinite(innerMj) && dvMj + q < least) {
+    return (
+      `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at least ${((b.lo - a.hi) / 1e6).toFixed(0)} ms, ` +
+      `less than the power read needs (${(least / 1000).toFixed(1)} J): a stalled counter`
+    );
+  }
+  return null;
 }

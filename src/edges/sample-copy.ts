@@ -14,6 +14,9 @@ const FIELDS = 5;
  */
 const BLOCK = 64;
 
+/** Discontinuities remembered for windows' reasons. */
+const NOTES = 32;
+
 export class SampleCopy {
   /** Each sample's stamp (ns), NaN where it could not be read. */
   private readonly times: Float64Array;
@@ -34,6 +37,9 @@ export class SampleCopy {
   private from = 0;
   /** Samples copied so far (the next k to write). */
   written = 0;
+  /** Faults found by the fused counter so far, and what they were (addFault). */
+  private faultsAdded = 0;
+  private readonly notes: { readonly k: number; readonly why: string }[] = [];
 
   constructor(private readonly capacity: number) {
     this.times = new Float64Array(capacity).fill(Number.NaN);
@@ -72,8 +78,28 @@ export class SampleCopy {
     v[at] = s.energyMj;
     v[at + 1] = s.powerMw;
     v[at + 2] = s.error;
-    v[at + 3] = s.faults;
+    v[at + 3] = s.faults + this.faultsAdded;
     v[at + 4] = s.readNs;
+  }
+
+  /**
+   * A discontinuity the fused counter found at sample `from` (`why`): one fault more on every copy
+   * from it on, those written later included, so that a window across it is not measured (the
+   * ring's own faults are the sampler's: backwards, jumps, failed reads).
+   */
+  addFault(from: number, why: string): void {
+    this.faultsAdded += 1;
+    for (let k = Math.max(from, this.oldest()); k < this.written; k++) {
+      const at = (k % this.capacity) * FIELDS + 3;
+      this.fields[at] = (this.fields[at] as number) + 1;
+    }
+    this.notes.push({ k: from, why });
+    if (this.notes.length > NOTES) this.notes.shift();
+  }
+
+  /** Why the copies among kFrom..kTo count faults the ring does not (see addFault). */
+  faultsBetween(kFrom: number, kTo: number): string[] {
+    return this.notes.filter((d) => d.k >= kFrom && d.k <= kTo).map((d) => d.why);
   }
 
   /**

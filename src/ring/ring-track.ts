@@ -372,13 +372,14 @@ export class RingTrack implements Track, TrackReadings {
     if (from.kA < from.ring.head() - from.ring.capacity) {
       return { ok: false, reason: "the window outlived the sampler's history" };
     }
-    if (to.faultsB > from.faultsA)
-      return {
-        ok: false,
-        reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, (c) =>
-          this.source.describeError(c),
-        ),
-      };
+    if (to.faultsB > from.faultsA) {
+      const found = this.fusionOf(from.ring)?.discontinuitiesBetween(from.kA + 1, to.kB) ?? [];
+      const reason =
+        found.length > 0
+          ? `inside the window ${found.join("; ")}`
+          : describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, (c) => this.source.describeError(c));
+      return { ok: false, reason };
+    }
     return OK;
   }
 
