@@ -79,6 +79,8 @@ export interface DeviceInfo {
   readonly powerUsage: boolean;
   /** Power now in watts (instantaneous where offered), or null. */
   readonly powerW: number | null;
+  /** The power limit the card enforces (nvmlDeviceGetEnforcedPowerLimit), in watts, or null. */
+  readonly powerLimitW: number | null;
   /** Why a field is null or a feature false, per field name, for diagnosis. */
   readonly notes: Readonly<Record<string, string>>;
 }

@@ -196,6 +196,19 @@ Outcome ReadPowerUsage(const NvmlLibrary& lib, nvml::Device device, InfoReadings
   return Answered();
 }
 
+Outcome ReadPowerLimit(const NvmlLibrary& lib, nvml::Device device, InfoReadings& out) {
+  unsigned int limit = 0;
+  nvml::Return r = lib.get_power_limit(device, &limit);
+  if (r != nvml::kSuccess) {
+    return FailedWith(r);
+  }
+  if (limit == 0) {
+    return NoteThat("the card reports a power limit of 0 mW");
+  }
+  out.info.power_limit_w = limit / 1000.0;
+  return Answered();
+}
+
 constexpr const char* kNameField[] = {"name"};
 constexpr const char* kUuidField[] = {"uuid"};
 constexpr const char* kMemoryFields[] = {"memoryTotalMib", "memoryUsedMib", "memoryFreeMib"};
@@ -203,6 +216,7 @@ constexpr const char* kUtilizationField[] = {"utilizationPct"};
 constexpr const char* kEnergyCounterField[] = {"energyCounter"};
 constexpr const char* kInstantPowerField[] = {"instantPower"};
 constexpr const char* kPowerUsageField[] = {"powerUsage"};
+constexpr const char* kPowerLimitField[] = {"powerLimitW"};
 
 /// ReadInfo's reads, in the order they are made (and their notes written).
 constexpr InfoRead kInfoReads[] = {
@@ -223,6 +237,8 @@ constexpr InfoRead kInfoReads[] = {
      [](const NvmlLibrary& lib) { return lib.get_field_values != nullptr; }, ReadInstantPower},
     {kPowerUsageField, "nvmlDeviceGetPowerUsage",
      [](const NvmlLibrary& lib) { return lib.get_power_usage != nullptr; }, ReadPowerUsage},
+    {kPowerLimitField, "nvmlDeviceGetEnforcedPowerLimit",
+     [](const NvmlLibrary& lib) { return lib.get_power_limit != nullptr; }, ReadPowerLimit},
 };
 
 }  // namespace

@@ -25,6 +25,7 @@ struct DeviceInfoData {
   bool instant_power = false;
   bool power_usage = false;
   std::optional<double> power_w;
+  std::optional<double> power_limit_w;
   std::vector<std::pair<std::string, std::string>> notes;
 };
 

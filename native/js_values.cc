@@ -55,6 +55,7 @@ Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info) {
   out.Set("instantPower", info.instant_power);
   out.Set("powerUsage", info.power_usage);
   out.Set("powerW", OrNull(env, info.power_w));
+  out.Set("powerLimitW", OrNull(env, info.power_limit_w));
   Napi::Object notes = Napi::Object::New(env);
   for (const auto& [field, why] : info.notes) {
     notes.Set(field, why);

@@ -244,6 +244,9 @@ NvmlLibrary::Outcome NvmlLibrary::LoadOnce() {
       lib->Resolve("energy", {"nvmlDeviceGetTotalEnergyConsumption"}));
   lib->get_power_usage =
       reinterpret_cast<nvml::GetPowerUsageFn>(lib->Resolve("power", {"nvmlDeviceGetPowerUsage"}));
+  // The limit the card enforces (mW): the least of every limiter; the software one otherwise.
+  lib->get_power_limit = reinterpret_cast<nvml::GetPowerUsageFn>(lib->Resolve(
+      "powerLimit", {"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit"}));
   lib->get_field_values = reinterpret_cast<nvml::GetFieldValuesFn>(
       lib->Resolve("fieldValues", {"nvmlDeviceGetFieldValues"}));
   lib->get_memory_v2 =

@@ -59,6 +59,7 @@ class NvmlLibrary {
   nvml::GetStringFn get_uuid = nullptr;
   nvml::GetEnergyFn get_energy = nullptr;
   nvml::GetPowerUsageFn get_power_usage = nullptr;
+  nvml::GetPowerUsageFn get_power_limit = nullptr;
   nvml::GetFieldValuesFn get_field_values = nullptr;
   nvml::GetMemoryInfoFn get_memory_v2 = nullptr;
   nvml::GetMemoryInfoFn get_memory_v1 = nullptr;

@@ -9,7 +9,10 @@ import { squareWave } from "./fakes/waves.js";
 
 const IDLE_W = 60;
 
-const sc = scenarioForThisProcess({ devices: [{ power: squareWave(600), counterStepMs: 10 }] });
+// A power limit above the 1000 W idle floor of the "sampled zero" case (the default is 700 W).
+const sc = scenarioForThisProcess({
+  devices: [{ power: squareWave(600), counterStepMs: 10, powerLimitW: 1200 }],
+});
 
 // Loaded after the environment is set: the addon reads it on its first NVML call.
 const { Meter, isGiulError } = await import("../src/index.js");

@@ -5,7 +5,8 @@ import { scenarioForThisProcess } from "./fakes/scenario.js";
 // unknown keys reported with the name meant, values quoted, whole numbers where counts are meant —
 // and is a GiulError naming the field, never a raw TypeError. And the sync hook is bounded.
 
-const sc = scenarioForThisProcess({ devices: [{ power: 200 }] });
+// Device 1 enforces a 300 W power limit: an idle floor above it is a mistake.
+const sc = scenarioForThisProcess({ devices: [{ power: 200 }, { power: 200, enforcedLimitW: 300 }] });
 afterAll(() => sc.remove());
 const { Meter, isGiulError } = await import("../src/index.js");
 
@@ -93,5 +94,57 @@ describe("validation of options, marks and results", () => {
     const e = thrown(() => Meter.forNode({ name: "far", idleW: 40, isLocal: false }));
     expect(isGiulError(e, "INVALID_NODE")).toBe(true);
     expect(e.field).toBe("node.powerEndpoint");
+  });
+
+  it("caps a stage name at 256 characters, naming the field", async () => {
+    const m = await Meter.forNode(node).open();
+    const long = thrown(() => m.mark("x".repeat(1_000_000)));
+    expect(isGiulError(long, "INVALID_OPTION")).toBe(true);
+    expect(long.field).toBe("name");
+    expect(long.message).toMatch(/at most 256 characters, got 1000000/);
+    m.mark("y".repeat(256));
+    await m.close();
+    expect(Object.keys(m.result().stages)).toEqual(["y".repeat(256)]);
+  });
+
+  it("refuses at open an idleW above the power limit the card enforces, naming the field", async () => {
+    const hot = { name: "hot", gpuIndex: 1, idleW: 400 };
+    const refused = await Meter.forNode(hot)
+      .open()
+      .then(
+        () => null,
+        (e: unknown) => e as { code?: string; field?: string; message: string },
+      );
+    expect(refused).not.toBeNull();
+    expect(isGiulError(refused, "INVALID_NODE")).toBe(true);
+    expect(refused?.field).toBe("idleW");
+    expect(refused?.message).toMatch(/400 W is above the 300 W power limit/);
+    // At the limit it is a floor like any other.
+    const m = await Meter.forNode({ ...hot, idleW: 300 }).open();
+    await m.close();
+    expect(m.result().method).not.toBe("sampled"); // 200 W drawn is below a 300 W floor
+  });
+
+  it("warns once, and meters, where an idleW above any card's idle cannot be checked against a limit", async () => {
+    const { simulateCard } = await import("../src/testing.js");
+    const card = simulateCard({ gpuIndex: 7, watts: 2600 });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on("warning", onWarning);
+    try {
+      const big = { name: "unchecked", gpuIndex: 7, idleW: 2000 };
+      for (let i = 0; i < 2; i++) {
+        const m = await Meter.forNode(big).open();
+        await m.close();
+        expect(m.result().backend).toBe("simulated");
+      }
+      await new Promise((r) => setImmediate(r));
+      const ours = warnings.filter((w) => (w as { code?: string }).code === "GIUL_IDLE_UNCHECKED");
+      expect(ours).toHaveLength(1);
+      expect(ours[0]?.message).toMatch(/"unchecked" has idleW 2000 W/);
+    } finally {
+      process.off("warning", onWarning);
+      card.close();
+    }
   });
 });

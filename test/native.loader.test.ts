@@ -108,6 +108,7 @@ describe.skipIf(!haveDoubles())("native NVML loader (test double)", () => {
       uuid: "nvmlDeviceGetUUID",
       energy: "nvmlDeviceGetTotalEnergyConsumption",
       power: "nvmlDeviceGetPowerUsage",
+      powerLimit: "nvmlDeviceGetEnforcedPowerLimit",
       fieldValues: "nvmlDeviceGetFieldValues",
       memory: "nvmlDeviceGetMemoryInfo_v2",
       utilization: "nvmlDeviceGetUtilizationRates",
@@ -145,6 +146,7 @@ describe.skipIf(!haveDoubles())("native NVML loader (test double)", () => {
       instantPower: true,
       powerUsage: true,
       powerW: 187.25,
+      powerLimitW: 700,
     });
     expect(dev.notes).toEqual({});
   });

@@ -65,4 +65,32 @@ describe("Node validation", () => {
     expect(resolveNode({ ...base, servingMatch: /vllm/i }).servingMatch).toEqual(/vllm/i);
     expect(resolveNode({ ...base, servingMatch: "vllm" }).servingMatch).toBe("vllm");
   });
+
+  it("refuses an idleW no card draws (1e308 W), naming the field", () => {
+    const e = (() => {
+      try {
+        resolveNode({ ...base, idleW: 1e308 });
+      } catch (error) {
+        return error as GiulError;
+      }
+      throw new Error("did not throw");
+    })();
+    expect(e).toBeInstanceOf(GiulError);
+    expect(e.code).toBe("INVALID_NODE");
+    expect(e.field).toBe("node.idleW");
+    expect(e.message).toMatch(/more than any card draws/);
+  });
+
+  it("takes a global or sticky servingMatch without the flag, so that every test() agrees", async () => {
+    const { matchesServing } = await import("../src/contention.js");
+    for (const re of [/vllm/g, /vllm/gy, /vllm/y]) {
+      const match = resolveNode({ ...base, servingMatch: re }).servingMatch as RegExp;
+      expect(match.global || match.sticky).toBe(false);
+      expect(match.source).toBe("vllm");
+      // Stateful flags would make alternate calls disagree on the same name.
+      const names = ["vllm", "vllm", "python -m vllm", "vllm"];
+      expect(names.map((n) => matchesServing(match, n))).toEqual([true, true, true, true]);
+    }
+    expect(resolveNode({ ...base, servingMatch: /vllm/gi }).servingMatch).toEqual(/vllm/i);
+  });
 });

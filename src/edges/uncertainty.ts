@@ -9,12 +9,9 @@
  * Units are the rings': mW, mJ, ns.
  */
 
-/**
- * No card draws this much (W): a larger figure is a glitch or a counter reset, not power. The
- * addon's sampling thread applies the same limit to counter jumps in C++ (`kMaxMjPerNs` in
- * native/sampler.cc); change both together.
- */
-export const MAX_PLAUSIBLE_W = 5_000;
+import { MAX_PLAUSIBLE_W } from "../vocabulary/measurement.js";
+
+export { MAX_PLAUSIBLE_W };
 /** {@link MAX_PLAUSIBLE_W} in mW. */
 export const MAX_PLAUSIBLE_MW = MAX_PLAUSIBLE_W * 1000;
 

@@ -24,7 +24,9 @@ import { type EdgeTimes, WindowEvents } from "./events.js";
 import { measureWindow, type Outcome, type StageMark } from "./measure.js";
 import { type OpenedTrack, openTrackLater, openTrackNow } from "./open-track.js";
 import {
+  checkIdleAgainstCard,
   checkOptions,
+  checkStageName,
   checkTokens,
   checkWeight,
   type MarkOptions,
@@ -198,18 +200,22 @@ export class Meter {
 
   /**
    * The rest of open(), its track in hand: the opening edge. Throws a GiulError for a configuration
-   * error (GIUL_BACKEND, a conflicting idleW), the window back to new.
+   * error (GIUL_BACKEND, an idleW above the card's limit or another window's), the window back to new.
    */
   private opened(opened: Opening): void {
     this.selection = opened.selection;
     const track = opened.track;
     this.notReady = opened.notReady;
+    // A configuration error is said, never fallen back from.
     const forcedUnavailable = this.selection?.forcedUnavailable;
-    if (forcedUnavailable !== undefined) {
-      // A diagnosis override that cannot work is a configuration error: say so, never fall back.
+    const refused =
+      forcedUnavailable !== undefined
+        ? new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" })
+        : checkIdleAgainstCard(this.node, this.selection);
+    if (refused !== null) {
       track.release();
       this.state = "new";
-      throw new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
+      throw refused;
     }
     let ledger: CardLedger;
     let entries: LedgerWindow;
@@ -248,9 +254,7 @@ export class Meter {
         `mark(${describeValue(name)}): the window is ${this.state}, not open`,
       );
     }
-    if (typeof name !== "string" || name.length === 0) {
-      throw optionError("name", `mark() needs a non-empty stage name, got ${describeValue(name)}`);
-    }
+    checkStageName(name);
     if (this.marked(name)) {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }

@@ -171,3 +171,50 @@ export function resolveMeterOptions(options: Partial<MeterOptions>): ResolvedMet
   const weight = options.weight === undefined ? 1 : checkWeight("weight", options.weight);
   return { hint, sync, periodMs, watchContention: watch, syncTimeoutMs, attribution, weight };
 }
+
+/** The longest stage name mark() takes: it is copied into every record and log line. */
+export const MAX_STAGE_NAME = 256;
+
+/** mark()'s name: a non-empty string of at most MAX_STAGE_NAME characters (throws naming `name`). */
+export function checkStageName(name: unknown): asserts name is string {
+  if (typeof name !== "string" || name.length === 0) {
+    throw optionError("name", `mark() needs a non-empty stage name, got ${describeValue(name)}`);
+  }
+  if (name.length > MAX_STAGE_NAME) {
+    throw optionError("name", `a stage name is at most ${MAX_STAGE_NAME} characters, got ${name.length}`);
+  }
+}
+
+/** Above this idle floor (W), on a card whose power limit is not known, giul warns once. */
+const UNCHECKED_IDLE_WARN_W = 1500;
+const warnedIdle = new Set<string>();
+
+/**
+ * The node's idleW against its card: a GiulError naming idleW when it is above the power limit
+ * the card enforces (an idle floor cannot exceed what the card may draw); where no limit is known,
+ * a warning (once per node name) for a floor above any single card's draw today; else null.
+ */
+export function checkIdleAgainstCard(
+  node: { readonly name: string; readonly idleW: number },
+  selection: { readonly powerLimitW?: number | null } | null,
+): GiulError | null {
+  const limit = selection?.powerLimitW ?? null;
+  if (limit !== null) {
+    if (node.idleW <= limit) return null;
+    return new GiulError(
+      "INVALID_NODE",
+      `idleW: ${node.idleW} W is above the ${limit} W power limit that node ${JSON.stringify(node.name)}'s card ` +
+        "enforces: an idle floor is what the card draws doing nothing (npx giul-probe --idle measures it)",
+      { field: "idleW" },
+    );
+  }
+  if (node.idleW > UNCHECKED_IDLE_WARN_W && !warnedIdle.has(node.name)) {
+    warnedIdle.add(node.name);
+    process.emitWarning(
+      `giul: node ${JSON.stringify(node.name)} has idleW ${node.idleW} W, more than any single card idles at, ` +
+        "and its card's power limit is not known to check it against",
+      { code: "GIUL_IDLE_UNCHECKED" },
+    );
+  }
+  return null;
+}

@@ -1,4 +1,5 @@
 import { GiulError } from "../vocabulary/errors.js";
+import { MAX_PLAUSIBLE_W } from "../vocabulary/measurement.js";
 import { describeValue, firstUnknownKey, isFiniteIn, unknownKey } from "../vocabulary/validate.js";
 
 /**
@@ -97,6 +98,12 @@ export function resolveNode(node: Node): ResolvedNode {
   if (typeof raw.idleW !== "number" || !Number.isFinite(raw.idleW) || raw.idleW < 0) {
     throw invalid("idleW", `expected a finite number ≥ 0 (watts), got ${describe(raw.idleW)}`);
   }
+  if (raw.idleW > MAX_PLAUSIBLE_W) {
+    throw invalid(
+      "idleW",
+      `${raw.idleW} W is more than any card draws (${MAX_PLAUSIBLE_W} W): a card's idle draw, in watts`,
+    );
+  }
   const gpuIndex = raw.gpuIndex ?? 0;
   if (typeof gpuIndex !== "number" || !Number.isInteger(gpuIndex) || gpuIndex < 0 || gpuIndex > 1023) {
     throw invalid("gpuIndex", `expected a non-negative integer, got ${describe(raw.gpuIndex)}`);
@@ -130,7 +137,11 @@ export function resolveNode(node: Node): ResolvedNode {
   if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 60_000) {
     throw invalid("timeoutMs", `expected an integer from 1 to 60000 (ms), got ${describe(raw.timeoutMs)}`);
   }
-  const servingMatch = raw.servingMatch ?? null;
+  let servingMatch = raw.servingMatch ?? null;
+  if (servingMatch instanceof RegExp && /[gy]/.test(servingMatch.flags)) {
+    // A global or sticky RegExp's test() moves its lastIndex: alternate calls would disagree.
+    servingMatch = new RegExp(servingMatch.source, servingMatch.flags.replace(/[gy]/g, ""));
+  }
   if (servingMatch !== null && !(servingMatch instanceof RegExp)) {
     if (typeof servingMatch !== "string" || servingMatch.length === 0) {
       throw invalid(

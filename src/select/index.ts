@@ -27,6 +27,8 @@ export interface Selection {
   readonly reader?: CardReader | null;
   /** GIUL_BACKEND forced a backend the card cannot serve: why (a configuration error, not a fault). */
   readonly forcedUnavailable?: string;
+  /** The power limit the card enforces (W), where NVML reported one when it was probed. */
+  readonly powerLimitW?: number | null;
 }
 
 /** Forced backends already known not to work, by card: forNode can refuse them at once. */
@@ -156,5 +158,11 @@ function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabili
     const known = { uuid: caps?.info?.uuid, name: caps?.info?.name, driverVersion: caps?.driverVersion };
     noteCardInUse(node.gpuIndex, backend.name, opened.value.track.readings, known);
   }
-  return { backend: backend.name, track: opened.value.track, reason: null, reader: opened.value.reader };
+  return {
+    backend: backend.name,
+    track: opened.value.track,
+    reason: null,
+    reader: opened.value.reader,
+    powerLimitW: caps?.info?.powerLimitW ?? null,
+  };
 }

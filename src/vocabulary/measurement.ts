@@ -95,3 +95,10 @@ export type SpanMeasurement =
       readonly caveat: string | null;
     }
   | Failure;
+
+/**
+ * No card draws this much (W): a larger figure is a glitch or a counter reset, not power, and a
+ * larger idle floor a mistake. The addon's sampling thread applies the same limit to counter jumps
+ * in C++ (`kMaxMjPerNs` in native/sampler.cc); change both together.
+ */
+export const MAX_PLAUSIBLE_W = 5_000;
