@@ -42,6 +42,11 @@ export interface FusionReport {
   readonly gain: [number, number] | null;
   /** Closed counter steps checked. */
   readonly steps: number;
+  /**
+   * Steps that disagree with the power readings have recurred: the counter and the sensor disagree
+   * for good, and bars stay as wide as that disagreement (a one-time one is a fault, not evidence).
+   */
+  readonly persistentMismatch: boolean;
 }
 
 /** The report from what the fused counter holds. */
@@ -53,6 +58,7 @@ export function fusionReport(seen: {
   readonly changeEveryRead: boolean;
   readonly power: PowerReadings;
   readonly steps: number;
+  readonly persistentMismatch: boolean;
 }): FusionReport {
   const { power, gain } = seen;
   return {
@@ -63,5 +69,6 @@ export function fusionReport(seen: {
     shortestRunNs: power.shortestRunNs,
     gain: gain === null ? null : [gain.gainLo, gain.gainHi],
     steps: seen.steps,
+    persistentMismatch: seen.persistentMismatch,
   };
 }

@@ -54,10 +54,7 @@ export type PowerKind = "instant" | "averaged";
 export type { FusionReport } from "./fusion-report.js";
 export { type Basis, COUNTER_ONLY } from "./power-model.js";
 
-/**
- * Where CounterFusion.at writes the fused cumulative energy at an instant (an edge: RingEdge has
- * these fields), so that evaluating an edge allocates nothing.
- */
+/** Where CounterFusion.at writes the fused energy at an instant (RingEdge has these fields). */
 export interface FusedTarget {
   /** The cumulative energy (mJ); the truth lies within value ± errMj. */
   value: number;
@@ -65,11 +62,7 @@ export interface FusedTarget {
   basis: number;
 }
 
-/**
- * What CounterFusion.at says: true when it wrote the target; false while the samples present cannot
- * bound the instant yet (a later sample, a counter update or a power change, will); else why it
- * never can.
- */
+/** CounterFusion.at: true when it wrote the target; false while it cannot bound it yet; else why never. */
 export type FusedOutcome = boolean | string;
 
 /**
@@ -90,8 +83,7 @@ export class CounterFusion {
   private readonly anchorAt: Float64Array;
   /** What edges need of each sample, copied as it is digested (./sample-copy.ts). */
   private readonly copy: SampleCopy;
-  // Anchors by global number − anchorBase: the counter's value, its first read, its raw window,
-  // the run of the counter (segment) it belongs to, and its locked window once computed.
+  // Anchors by global number − anchorBase: the counter's value, its raw window, its run (segment).
   private aValue: number[] = [];
   private aLo: number[] = [];
   private aHi: number[] = [];
@@ -117,12 +109,11 @@ export class CounterFusion {
   /** Which reading of the power sensor the counter supports (power-model.ts). */
   private readonly judge: SensorJudge;
   private readonly bounds = { lo: 0, hi: 0 };
-  // Scratch for an edge's evaluation (at(): nothing allocated per edge): an anchor's update
-  // instant, another's, one anchor's bound, the edge's bound, and the basis energyOf uses.
+  // Scratch (nothing allocated per edge): two anchors' update instants, one anchor's bound, a
+  // step's two updates (checkStep, judgeStep), the edge's bound, and the basis energyOf uses.
   private readonly wScratch: Bound = { lo: 0, hi: 0 };
   private readonly wOther: Bound = { lo: 0, hi: 0 };
   private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
-  /** Scratch for checkStep: the two updates' instants. */
   private readonly stepA: Bound = { lo: 0, hi: 0 };
   private readonly stepB: Bound = { lo: 0, hi: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
@@ -131,7 +122,7 @@ export class CounterFusion {
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
 
-  /** Called after update() digested new samples (the track pushes its digest timer back). */
+  /** After update() digested new samples (the track pushes its digest timer back). */
   private readonly onDigest: (() => void) | null;
 
   constructor(ring: SampleRing, kind: PowerKind, onDigest: (() => void) | null = null) {
@@ -184,6 +175,14 @@ export class CounterFusion {
       if (s.energyMj !== this.lastEnergy) {
         // A new value: its update came after the previous read (of this run of the counter).
         const first = Number.isNaN(this.lastEnergy);
+        const why = first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, pt);
+        if (why !== null) {
+          // Not the card's energy: a fault from this read on, and a new run of the counter's
+          // values (its cadence goes on: when it updates has not changed).
+          this.copy.addFault(k, why);
+          this.segment += 1;
+          this.cadenceSeg = this.segment;
+        }
         this.aValue.push(s.energyMj);
         this.aLo.push(first ? Number.NEGATIVE_INFINITY : this.lastT - this.lastRead / 2);
         this.aHi.push(s.t + s.readNs / 2);
@@ -215,29 +214,28 @@ export class CounterFusion {
     this.onDigest?.();
   }
 
-  /** What the discontinuities among samples kFrom..kTo were (a window's reason). */
-  discontinuitiesBetween(kFrom: number, kTo: number): string[] {
-    return this.copy.faultsBetween(kFrom, kTo);
+  /** SensorJudge.judge of the change `dvMj` first read now, up to the power's newest reading (`powerNs`). */
+  private judgeStep(dvMj: number, powerNs: number): string | null {
+    const prev = this.aValue.length - 1;
+    const a = this.stepA;
+    const b = this.stepB;
+    [a.lo, a.hi, b.lo, b.hi] = [
+      this.aLo[prev] ?? Number.NaN,
+      this.aHi[prev] ?? 0,
+      this.lastT - this.lastRead / 2,
+      powerNs,
+    ];
+    // A run's first update has no start (a.lo is -Infinity): its step can still be too small.
+    return Number.isFinite(a.hi) && b.hi > b.lo ? this.judge.judge(dvMj, a, b) : null;
   }
 
   /**
-   * Sample k as an edge needs it into `out` (./sample-copy.ts read): false when it could not be
-   * read or is no longer held. No walk of the ring itself.
+   * Every sample as an edge needs it, up to the newest (./sample-copy.ts: its reads, gaps and the
+   * faults found here): no walk of the ring itself.
    */
-  sampleAt(k: number, out: Sample): boolean {
-    return this.copy.read(k, out);
-  }
-
-  /** The first sample from `kFrom` on stamped after `t`, −1 while none is written yet. */
-  firstAfter(t: number, kFrom: number): number {
+  samples(): SampleCopy {
     this.update();
-    return this.copy.firstAfter(t, kFrom);
-  }
-
-  /** The longest interval between two readable samples among kFrom..kTo (ns). */
-  maxGap(kFrom: number, kTo: number): number {
-    this.update();
-    return this.copy.maxGap(kFrom, kTo);
+    return this.copy;
   }
 
   /** The sensor model the counter supports now, or COUNTER_ONLY. */
@@ -257,6 +255,7 @@ export class CounterFusion {
       changeEveryRead: Number.isFinite(this.freshDelta()),
       power: this.power,
       steps: this.judge.steps,
+      persistentMismatch: this.judge.persistentMismatch,
     });
   }
 
@@ -458,9 +457,7 @@ export class CounterFusion {
     if (!Number.isFinite(a.lo)) return;
     const dv =
       (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
-    // A step no reading of the sensor explains: a fault from its update's read on.
-    const why = this.judge.check(dv, a, b);
-    if (why !== null) this.copy.addFault(this.aK[n + 1 - this.anchorBase] as number, why);
+    this.judge.check(dv, a, b);
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {

@@ -1,4 +1,5 @@
-import { COUNTER_READ_QUANTUM_MJ, stepGain } from "./uncertainty.js";
+import { discontinuity, GAIN_LIMITS, glitch, SETTLED_STEPS } from "./step-judge.js";
+import { stepGain } from "./uncertainty.js";
 
 /**
  * What the power readings of a ring say about the power between them, under one of three readings
@@ -262,10 +263,6 @@ export function addIntervalBound(
 
 /** Closed counter steps remembered as evidence. */
 const EVIDENCE = 64;
-/** Gains further than this from 1 are not a calibration: the reading of the sensor is wrong. */
-const GAIN_LIMITS = [0.5, 2] as const;
-/** Energy no reading of the sensor is off by, on top of its gain (mJ): a discontinuity is beyond it. */
-const DISCONTINUITY_SLACK_MJ = 1000;
 
 /**
  * What the counter's closed steps say of a reading of the sensor: each step allows the gains in
@@ -372,6 +369,10 @@ export class SensorJudge {
   /** Closed steps checked, and whether the counter contradicted a continuous sensor. */
   steps = 0;
   private contradicted = false;
+  /** The step count at the last glitch (see judge). */
+  private lastOutlier = Number.NEGATIVE_INFINITY;
+  /** Glitches have recurred: the counter and the sensor disagree for good. */
+  persistentMismatch = false;
 
   /**
    * `energy` bounds the sensor's energy over a span as energyBounds does (fusion.ts passes its
@@ -405,12 +406,39 @@ export class SensorJudge {
   }
 
   /**
-   * Checks one closed step: the counter rose by `dvMj` between an update in `a` and the next in
-   * `b` (instants, ns). Returns why the step is a discontinuity (the reading of the sensor the
-   * counter has supported so far explains it with no allowed gain: a counter that jumped or
-   * stalled), which is kept out of the evidence, or null.
+   * Judges a step as it closes (the counter rose by `dvMj` between an update in `a` and the next
+   * in `b`), under the reading of the sensor the counter has supported so far: why it is not the
+   * card's energy — a discontinuity (no allowed gain explains it: a jump, a stall) or a glitch (a
+   * gain the settled steps exclude; once: a second within EVIDENCE steps is a mismatch for good,
+   * taken as evidence and said in the diagnosis) — or null. A step so judged starts a new run of
+   * the counter and never becomes evidence.
    */
-  check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): string | null {
+  judge(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): string | null {
+    const basis = this.basis();
+    if (basis === null) return null;
+    this.energy(a.hi, b.lo, basis, this.bounds);
+    const innerMj = this.bounds.lo;
+    this.energy(a.lo, b.hi, basis, this.bounds);
+    const outerMj = this.bounds.hi;
+    const why = discontinuity(dvMj, innerMj, outerMj, a, b);
+    if (why !== null) return why;
+    const e = this.byModel[basis] as GainEvidence;
+    if (this.persistentMismatch || e.count < SETTLED_STEPS || !e.consistent()) return null;
+    const odd = glitch(dvMj, innerMj, outerMj, e.gainLo, e.gainHi, this.gain);
+    if (odd === null) return null;
+    if (this.steps - this.lastOutlier <= EVIDENCE) {
+      this.persistentMismatch = true;
+      return null;
+    }
+    this.lastOutlier = this.steps;
+    return odd;
+  }
+
+  /**
+   * Checks one closed step: the counter rose by `dvMj` between an update in `a` and the next in
+   * `b` (instants, ns).
+   */
+  check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): void {
     const inner = this.inner;
     const outer = this.outer;
     for (const model of SENSOR_MODELS) {
@@ -418,12 +446,6 @@ export class SensorJudge {
       inner[model] = this.bounds.lo;
       this.energy(a.lo, b.hi, model, this.bounds);
       outer[model] = this.bounds.hi;
-    }
-    // Judged under the reading the counter has supported so far (none before the first step).
-    const basis = this.basis();
-    if (basis !== null) {
-      const why = discontinuity(dvMj, inner[basis] as number, outer[basis] as number, a, b);
-      if (why !== null) return why;
     }
     const looser = (outer[HOLD_AVERAGED] as number) - (inner[HOLD_AVERAGED] as number);
     const continuousWidth = (outer[CONTINUOUS] as number) - (inner[CONTINUOUS] as number);
@@ -444,36 +466,5 @@ export class SensorJudge {
       counted = true;
     }
     if (counted) this.steps += 1;
-    return null;
   }
-}
-
-/**
- * Why a counter step of `dvMj` between updates in `a` and `b` cannot be the card's energy: more
- * than the most the sensor's readings allow at the largest gain, or less than the least at the
- * smallest; null when it can be, or when the readings cannot tell.
- */
-function discontinuity(
-  dvMj: number,
-  innerMj: number,
-  outerMj: number,
-  a: { lo: number; hi: number },
-  b: { lo: number; hi: number },
-): string | null {
-  const q = 2 * COUNTER_READ_QUANTUM_MJ;
-  const most = GAIN_LIMITS[1] * outerMj + DISCONTINUITY_SLACK_MJ;
-  if (Number.isFinite(outerMj) && dvMj - q > most) {
-    return (
-      `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at most ${((b.hi - a.lo) / 1e6).toFixed(0)} ms, ` +
-      `more than the power read allows (${(most / 1000).toFixed(1)} J): a counter jump`
-    );
-  }
-  const least = GAIN_LIMITS[0] * innerMj - DISCONTINUITY_SLACK_MJ;
-  if (Number.isFinite(innerMj) && dvMj + q < least) {
-    return (
-      `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at least ${((b.lo - a.hi) / 1e6).toFixed(0)} ms, ` +
-      `less than the power read needs (${(least / 1000).toFixed(1)} J): a stalled counter`
-    );
-  }
-  return null;
 }

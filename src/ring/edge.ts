@@ -119,8 +119,9 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
   const fusion = ctx.fusion;
   if (fusion !== null) {
     // The fused counter keeps every sample as an edge needs it: find the one after the edge there.
-    const after = fusion.firstAfter(e.t, k);
-    found = after >= 0 && fusion.sampleAt(after, s);
+    const samples = fusion.samples();
+    const after = samples.firstAfter(e.t, k);
+    found = after >= 0 && samples.read(after, s);
     if (found) k = after;
   } else {
     for (; k < head; k++) {
@@ -145,7 +146,7 @@ function locate(e: RingEdge, ctx: EdgeContext, s: Sample): boolean {
   const pB = s.powerMw;
   const readB = s.readNs;
   const faultsB = s.faults;
-  if (!(fusion !== null ? fusion.sampleAt(k - 1, s) : ring.read(k - 1, s))) {
+  if (!(fusion !== null ? fusion.samples().read(k - 1, s) : ring.read(k - 1, s))) {
     fail(e, "the window outlived the sampler's history");
     return false;
   }

@@ -300,7 +300,7 @@ export class RingTrack implements Track, TrackReadings {
     let maxGap: number;
     const fusion = this.fusionOf(ring);
     if (fusion !== null) {
-      maxGap = fusion.maxGap(from.kA, to.kB);
+      maxGap = fusion.samples().maxGap(from.kA, to.kB);
       // The edges' difference, and where the power readings bound the span on their own (short
       // spans), the tighter of the two. The value is the difference either way.
       if (bound) uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t)).errMj;
@@ -373,7 +373,10 @@ export class RingTrack implements Track, TrackReadings {
       return { ok: false, reason: "the window outlived the sampler's history" };
     }
     if (to.faultsB > from.faultsA) {
-      const found = this.fusionOf(from.ring)?.discontinuitiesBetween(from.kA + 1, to.kB) ?? [];
+      const found =
+        this.fusionOf(from.ring)
+          ?.samples()
+          .faultsBetween(from.kA + 1, to.kB) ?? [];
       const reason =
         found.length > 0
           ? `inside the window ${found.join("; ")}`

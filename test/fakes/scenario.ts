@@ -92,6 +92,8 @@ export interface DeviceSpec {
   readonly instantField?: boolean;
   /** Power readings only change at multiples of this (default 0: continuous). */
   readonly powerUpdateMs?: number;
+  /** The power readings are this many times the power drawn (the counter and the truth are not). */
+  readonly sensorGain?: number;
   /** nvmlDeviceGetPowerUsage answers (default true). */
   readonly powerSupported?: boolean;
   /** Both memory APIs answer (default true; false: unified memory, NOT_SUPPORTED). */
@@ -152,6 +154,7 @@ interface ResolvedDevice {
   readonly avgWindowMs: number;
   readonly instantField: boolean;
   readonly powerUpdateMs: number;
+  readonly sensorGain: number;
   readonly powerSupported: boolean;
   readonly jumps: readonly { tMs: number; deltaMj: bigint }[];
 }
@@ -199,6 +202,7 @@ function resolve(d: DeviceSpec): ResolvedDevice {
     avgWindowMs: d.avgWindowMs ?? 1000,
     instantField: d.instantField ?? true,
     powerUpdateMs: d.powerUpdateMs ?? 0,
+    sensorGain: d.sensorGain ?? 1,
     powerSupported: d.powerSupported ?? true,
     jumps: (d.counterJumps ?? []).map((j) => ({ tMs: j.tMs, deltaMj: BigInt(j.deltaMj) })),
   };
@@ -236,6 +240,7 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     n("avg_window_ms", d.avgWindowMs);
     flag("instant_field", d.instantField);
     n("power_update_ms", d.powerUpdateMs);
+    n("sensor_gain", d.sensorGain);
     flag("power", d.powerSupported);
     flag("mem", d.memSupported);
     n("mem_total_mib", d.memTotalMib);
@@ -383,7 +388,7 @@ export class DeviceTruth {
   instantMw(relNs: number): number | null {
     const d = this.d;
     if (!d.instantField) return null;
-    return toMw(powerAt(d, floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs)));
+    return toMw(d.sensorGain * powerAt(d, floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs)));
   }
 
   /** nvmlDeviceGetPowerUsage at an instant, mW (averaged or instant by power_mode); null without it. */
@@ -394,7 +399,7 @@ export class DeviceTruth {
     const w = d.average
       ? (energyMjAt(d, u) - energyMjAt(d, u - d.avgWindowMs)) / d.avgWindowMs
       : powerAt(d, u);
-    return toMw(w);
+    return toMw(d.sensorGain * w);
   }
 
   /** The power the addon's sampler reads: field 186 where it answers, else GetPowerUsage (mW). */
@@ -507,14 +512,14 @@ export class Scenario {
   /** Instantaneous power as the double reports it (field 186; GetPowerUsage in instant mode). */
   instantW(device: number, tNs: bigint): number {
     const d = this.device(device);
-    return powerAt(d, floorToMs(tNs - this.origin, d.powerUpdateMs));
+    return d.sensorGain * powerAt(d, floorToMs(tNs - this.origin, d.powerUpdateMs));
   }
 
   /** Trailing-average power as the double reports it (field 185; GetPowerUsage in average mode). */
   averageW(device: number, tNs: bigint): number {
     const d = this.device(device);
     const u = floorToMs(tNs - this.origin, d.powerUpdateMs);
-    return (energyMjAt(d, u) - energyMjAt(d, u - d.avgWindowMs)) / d.avgWindowMs;
+    return (d.sensorGain * (energyMjAt(d, u) - energyMjAt(d, u - d.avgWindowMs))) / d.avgWindowMs;
   }
 
   /** What nvmlDeviceGetPowerUsage answers at t, in watts (null: NOT_SUPPORTED). */

@@ -155,6 +155,7 @@ typedef struct {
   double avg_window_ms;
   int instant_field;
   double power_update_ms;
+  double sensor_gain;
   int power;
   int mem;
   unsigned long long mem_total, mem_used,
@@ -222,6 +223,7 @@ static void device_defaults(device_t* d, int index) {
   d->avg_window_ms = 1000;
   d->instant_field = 1;
   d->power_update_ms = 0;
+  d->sensor_gain = 1;
   d->power = 1;
   d->mem = 1;
   d->mem_total = 81559ULL * 1048576ULL;
@@ -381,6 +383,8 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
     d->instant_field = x != 0;
   } else if (!strcmp(key, "power_update_ms")) {
     d->power_update_ms = x;
+  } else if (!strcmp(key, "sensor_gain")) {
+    if (x > 0) d->sensor_gain = x;
   } else if (!strcmp(key, "power")) {
     d->power = x != 0;
   } else if (!strcmp(key, "mem")) {
@@ -718,13 +722,13 @@ __attribute__((unused)) static unsigned long long counter_mj(const device_t* d, 
 }
 
 static double instant_w(const device_t* d, long long rel_ns) {
-  return power_at(d, floor_to_ms(rel_ns, d->power_update_ms));
+  return d->sensor_gain * power_at(d, floor_to_ms(rel_ns, d->power_update_ms));
 }
 
 static double average_w(const device_t* d, long long rel_ns) {
   double u = floor_to_ms(rel_ns, d->power_update_ms);
   double w = d->avg_window_ms;
-  return (energy_mj(d, u) - energy_mj(d, u - w)) / w;
+  return d->sensor_gain * (energy_mj(d, u) - energy_mj(d, u - w)) / w;
 }
 
 static unsigned int to_mw(double w) {
