@@ -217,16 +217,15 @@ export class CounterFusion {
   /** SensorJudge.judge of the change `dvMj` first read now, up to the power's newest reading (`powerNs`). */
   private judgeStep(dvMj: number, powerNs: number): string | null {
     const prev = this.aValue.length - 1;
+    if (prev < 0) return null;
     const a = this.stepA;
     const b = this.stepB;
-    [a.lo, a.hi, b.lo, b.hi] = [
-      this.aLo[prev] ?? Number.NaN,
-      this.aHi[prev] ?? 0,
-      this.lastT - this.lastRead / 2,
-      powerNs,
-    ];
     // A run's first update has no start (a.lo is -Infinity): its step can still be too small.
-    return Number.isFinite(a.hi) && b.hi > b.lo ? this.judge.judge(dvMj, a, b) : null;
+    a.lo = this.aLo[prev] as number;
+    a.hi = this.aHi[prev] as number;
+    b.lo = this.lastT - this.lastRead / 2;
+    b.hi = powerNs;
+    return b.hi > b.lo ? this.judge.judge(dvMj, a, b) : null;
   }
 
   /**

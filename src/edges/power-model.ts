@@ -1,6 +1,3 @@
-import { discontinuity, GAIN_LIMITS, glitch, SETTLED_STEPS } from "./step-judge.js";
-import { stepGain } from "./uncertainty.js";
-
 /**
  * What the power readings of a ring say about the power between them, under one of three readings
  * of the sensor (SensorModel), for bounding energy inside the energy counter's steps (./fusion.ts).
@@ -18,6 +15,9 @@ import { stepGain } from "./uncertainty.js";
  * Which reading holds is decided by the energy counter, in ./fusion.ts. Times are ns relative to
  * the ring's epoch, power mW, energy mJ.
  */
+
+import { discontinuity, GAIN_LIMITS, glitch, SETTLED_STEPS } from "./step-judge.js";
+import { stepGain } from "./uncertainty.js";
 
 export const CONTINUOUS = 0;
 export const HOLD = 1;
