@@ -184,23 +184,24 @@ export interface SampleFlags {
 }
 
 /**
- * Layout of a device's event log, in Float64 slots (index into a Float64Array over
- * {@link NativeSampler.ledger}).
+ * Layout of a card's event log, in Float64 slots (index into a Float64Array over
+ * {@link NativeCardLog.buffer}).
  *
- * Windows (requests being metered) open, close and change weight on a card from every JavaScript
- * environment of the process; each appends its events here through
- * {@link NativeSampler.ledgerAppend}, so every environment sees every window's events in time
- * order, with the process-wide count and weight.
+ * Windows (requests being metered) open, close, change weight and mark stages on a card from every
+ * process of this user on the host, every JavaScript environment and every copy of giul in each;
+ * each appends its events here through {@link NativeCardLog.append}, so that every one of them sees
+ * every window's events in time order, with the host-wide count and weight of the card's windows.
  *
  * Header (slots 0..headerSlots-1). Slot 0 holds two uint32 words: word 0 is the seqlock generation
  * (odd while an append writes, incremented twice per append), word 1 the layout version — the same
  * protocol as the ring's, including its reads of entries known complete while an append writes.
- * A consistent read: g = Atomics.load(u32, 0); g even; read; Atomics.load(u32, 0) === g.
+ * A consistent read: g = Atomics.load(u32, 0); g even; read; Atomics.load(u32, 0) === g. The log
+ * may be shared with other processes: every value read is to be checked before it is used.
  *
- * Entry k (k = 0, 1, 2, … the sequence number ledgerAppend returned) lives at
+ * Entry k (k = 0, 1, 2, … the sequence number append returned) lives at
  * headerSlots + (k % capacity) * entrySlots while hPublished - capacity <= k < hPublished.
  */
-export interface LedgerLayout {
+export interface CardLogLayout {
   /** The layout version, also stored as uint32 word 1 of the buffer. */
   readonly version: number;
   /** Slots before entry 0. */
@@ -209,42 +210,83 @@ export interface LedgerLayout {
   readonly entrySlots: number;
   /** Header slot: entries appended so far (the next sequence number). */
   readonly hPublished: number;
-  /** Header slot: capacity in entries (65,536; entry k lives at headerSlots + (k % capacity) * entrySlots). */
+  /** Header slot: capacity in entries (entry k lives at headerSlots + (k % capacity) * entrySlots). */
   readonly hCapacity: number;
-  /** Header slot: the idle floor (W) shared by the windows open on the card, NaN while none is open. */
+  /** Header slot: the idle floor (W) charged for the card while windows are open, NaN while none is. */
   readonly hIdleW: number;
-  /** Header slot: windows open on the card in the whole process. */
+  /** Header slot: windows open on the card, host-wide. */
   readonly hOpen: number;
-  /** Header slot: total weight of the windows open on the card in the whole process (exactly 0 when none is open). */
+  /** Header slot: their total weight (exactly 0 when none is open). */
   readonly hWeight: number;
-  /**
-   * Entry slot: CLOCK_MONOTONIC ns minus the sampler's epochNs, stamped inside the append (under
-   * its lock, so sequence order is time order).
-   */
+  /** Entry slot: CLOCK_MONOTONIC ns minus {@link NativeCardLog.epochNs}, stamped under the log's lock (sequence order is time order). */
   readonly eT: number;
-  /**
-   * Entry slot: the ring's head (samples written so far) when the event was stamped, read just
-   * before eT: every ring sample k < eRingHead was stamped (sT) before eT.
-   */
-  readonly eRingHead: number;
   /** Entry slot: total weight open on the card just before the event. */
   readonly eWeightBefore: number;
   /** Entry slot: total weight open on the card just after the event (exactly 0 when eCountAfter is 0). */
   readonly eWeightAfter: number;
   /** Entry slot: windows open on the card just after the event. */
   readonly eCountAfter: number;
-  /** Entry slot: the appending reference's {@link NativeSampler.refId}. */
-  readonly eRef: number;
   /**
-   * Entry slots: what the appending environment said of the event (ledgerAppend's owner, own and
-   * kind), stored as given; NaN where it said nothing. A dropped reference's closing event has
-   * eKind 4 and NaN owner and own.
+   * Entry slot: the idle floor charged for the card after the event (NaN when none is open): the
+   * idleW of the open that found the card empty, kept until it empties again.
    */
-  readonly eOwner: number;
-  readonly eOwn: number;
+  readonly eIdleAfter: number;
+  /** Entry slot: the appending process's pid. */
+  readonly ePid: number;
+  /** Entry slot: the appending participant's slot in the process table ({@link NativeCardLog.slot}). */
+  readonly eSlot: number;
+  /**
+   * Entry slot: what the event is: 1 open, 2 close, 3 weight change, 4 stage mark, 5 the windows
+   * a dropped reference left open closed, 6 the windows of a process that died closed.
+   */
   readonly eKind: number;
-  /** Entry slot: an open's idle floor (ledgerAppend's idleW), NaN for every other event. */
-  readonly eIdleW: number;
+}
+
+/**
+ * One environment's hold on a card's event log ({@link GiulBinding.openCardLog}): shared by every
+ * process of this user on the host (`scope` "host"), or, where that could not be had, by the
+ * environments of this process alone (`scope` "process", with the reason).
+ */
+export interface NativeCardLog {
+  readonly ok: true;
+  readonly scope: "host" | "process";
+  /** Why the log is not shared host-wide; null when it is. */
+  readonly reason: string | null;
+  /** The log (see CardLogLayout). */
+  readonly buffer: ArrayBuffer;
+  /** CLOCK_MONOTONIC ns that entries' eT count from. */
+  readonly epochNs: bigint;
+  /** This process's participant slot (the eSlot of what it appends). */
+  readonly slot: number;
+  /**
+   * Appends one event and returns its sequence number (≥ 0): a window opens (deltaCount 1, its
+   * weight as deltaWeight, the idle floor its node charges as idleW, kind 1), closes (−1, −its
+   * weight, kind 2), changes weight (0, the change, kind 3), or marks a stage (0, 0, kind 4). An
+   * open that finds windows open keeps the card's idle floor (eIdleAfter tells which). Returns −2
+   * after release(), −3 when the log's lock could not be had within 20 ms, −4 when the log holds
+   * values no giul wrote; nothing is appended then. Never calls NVML, never blocks longer than that.
+   *
+   * This reference remembers the weight and count it appended; when it is dropped (release(), its
+   * finaliser, its environment's teardown) with windows still open, one event closing them is
+   * appended for it (kind 5). Throws a TypeError (src/ never makes one) on arguments of the wrong
+   * kind.
+   */
+  append(deltaWeight: number, deltaCount: number, idleW: number, kind: number): number;
+  /**
+   * Closes the windows of every participant whose process is gone (pid and start time, from
+   * /proc): one entry (kind 6) each. How many were reaped; at most every 200 ms, else 0.
+   */
+  reap(): number;
+  /** The pids of the processes holding the log (this one included). */
+  pids(): number[];
+  /** Drops this reference (see append). Idempotent. */
+  release(): void;
+}
+
+/** openCardLog's answer where the card's segment has another layout (another version of giul). */
+export interface CardLogRefused {
+  readonly ok: false;
+  readonly reason: string;
 }
 
 /** A reference to the process-wide sampling thread of one device. */
@@ -252,57 +294,14 @@ export interface NativeSampler {
   readonly ok: true;
   /** The ring (see RingLayout), written by the thread, read by TypeScript. */
   readonly buffer: ArrayBuffer;
-  /** The device's event log (see LedgerLayout), shared by every reference in the process. */
-  readonly ledger: ArrayBuffer;
-  /** CLOCK_MONOTONIC ns that sample times (and event times) are relative to. */
+  /** CLOCK_MONOTONIC ns that sample times are relative to. */
   readonly epochNs: bigint;
   readonly device: number;
-  /**
-   * This reference's id among its device's (1, 2, …): the eRef of every event it appends, so that
-   * an environment can tell its own events from other environments' in the log.
-   */
-  readonly refId: number;
   /**
    * Ask for a period (ms, 1..1000). The thread runs at the shortest period any live reference
    * asked for. Takes effect on the next tick.
    */
   setPeriod(periodMs: number): void;
-  /**
-   * Appends one event to the device's event log and returns its sequence number (≥ 0): a window
-   * opens (deltaCount 1, its weight as deltaWeight, and the idle floor its node charges as idleW),
-   * closes (deltaCount −1, −its weight), changes weight (deltaCount 0, the change), or marks a
-   * stage (0, 0). idleW is read only for an open. Returns −1, appending nothing, when an open's
-   * idleW differs from hIdleW while windows are open; −2, appending nothing, after release().
-   * A close with no window open on the card is clamped (hOpen stays 0) and still appended.
-   * Never calls NVML; takes a lock shared only with other appends. An appended event also asks the
-   * sampling thread for a read (as wake(true) does, without arming the doorbell), so that every edge has a sample right
-   * after it.
-   *
-   * This reference remembers the weight and count it appended; when it is dropped (release(), its
-   * finaliser, its environment's teardown) with windows still open, one event closing them
-   * (−its weight, −its count) is appended for it.
-   *
-   * `owner`, `own` and `kind` (optional) are what the environment says of the event, stored in
-   * the entry as given (eOwner, eOwn, eKind): a follower of the log can tell whose each event is
-   * (giul's own windows leave them unset).
-   *
-   * Throws a TypeError (src/ never makes one) when an argument is not a number, deltaWeight is not
-   * finite, deltaCount is not −1, 0 or 1, or an open's idleW is not finite.
-   */
-  ledgerAppend(
-    deltaWeight: number,
-    deltaCount: number,
-    idleW: number,
-    owner?: number,
-    own?: number,
-    kind?: number,
-  ): number;
-  /**
-   * ledgerAppend, returning the appended entry's eT (≥ 0) instead of its sequence number; the same
-   * −1 and −2 when nothing is appended. For an environment that needs only its events' instants:
-   * no read of the entry back (giul's own windows read their entries).
-   */
-  ledgerAppendStamped(...args: Parameters<NativeSampler["ledgerAppend"]>): number;
   /**
    * Installs this reference's doorbell (replacing any earlier one): `callback` runs on this
    * environment's thread after the sampling thread's next published tick following a wake(), once
@@ -321,13 +320,16 @@ export interface NativeSampler {
    */
   wake(read?: boolean): void;
   /**
-   * Drop this reference, first appending the event that closes the windows it left open on the
-   * ledger (see ledgerAppend). When the last reference in the process goes, the thread is told to
+   * Asks the thread for a read now, as wake(true) does, without arming the doorbell: what a
+   * window's edge asks for, so that every edge has a sample right after it. Never blocks.
+   */
+  read(): void;
+  /**
+   * Drop this reference. When the last reference in the process goes, the thread is told to
    * stop (it exits after the NVML call in progress, if any; release never waits for it) and is
-   * joined once it has returned; the ring and the ledger are freed when the last buffer over each
-   * is collected. References are also dropped by an environment's cleanup hook and by this
+   * joined once it has returned; the ring is freed when the last buffer over it is collected. References are also dropped by an environment's cleanup hook and by this
    * object's finaliser. Idempotent. The buffer stays readable (a final snapshot, hState 3 once
-   * stopped) after release, and so does the ledger (appended to by the references still held).
+   * stopped) after release.
    */
   release(): void;
 }
@@ -348,8 +350,17 @@ export interface NativeCallOptions {
 export interface GiulBinding {
   readonly layout: RingLayout;
   readonly flags: SampleFlags;
-  /** Layout of each device's event log (NativeSampler.ledger). */
-  readonly ledgerLayout: LedgerLayout;
+  /** Layout of each card's event log (NativeCardLog.buffer). */
+  readonly cardLogLayout: CardLogLayout;
+  /**
+   * The event log of the card `key` (its UUID; [A-Za-z0-9._-], at most 96 characters) among the
+   * processes of sharing group `group` (same characters, may be empty): the host's shared-memory
+   * segment (/dev/shm/giul.<uid>.<group>.<key>, mode 0600, made by the first to open it), or,
+   * where it cannot be had or `processOnly`, this process's own, with why. Refused where the
+   * segment holds another layout. Synchronous: opens, maps and joins the segment (no NVML).
+   * Throws a TypeError when key or group is not a string; refuses an invalid one.
+   */
+  openCardLog(key: string, group: string, processOnly?: boolean): NativeCardLog | CardLogRefused;
   /**
    * Loads and initialises NVML off the JS thread. Once a load has succeeded, later calls share it
    * for the life of the process; while loads fail, each call tries again (a driver loaded since is

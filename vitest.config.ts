@@ -8,5 +8,6 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     globalSetup: ["test/global-setup.ts"],
+    setupFiles: ["test/setup-share-group.ts"],
   },
 });

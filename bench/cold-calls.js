@@ -3,12 +3,12 @@
 // cost right after the event loop slept 10 ms (as a lone request's edges are taken, a few ms of
 // work apart) against at once again. On the libnvidia-ml test double:
 //   - performance.now(), and a read of process.env (forNode reads GIUL_BACKEND);
-//   - the native event-log append every window edge makes, which also asks the card's sampling
-//     thread for a read (a futex wake), first after the sleep and then at once again (no wake:
-//     the read asked for has not begun);
+//   - the append to the card's event log every window edge makes (the addon's, in shared memory),
+//     first after the sleep and then at once again;
+//   - the read the edge then asks the card's sampling thread for (a futex wake);
 //   - the same append after another native call made first (the sampler's setPeriod, same period).
 // Usage: npm run build:ts && node bench/cold-calls.js [--rounds 300]
-//   It reaches the sampler through a window's private fields (a benchmark, not an API).
+//   It reaches the log and the sampler through a window's private fields (a benchmark, not an API).
 import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,13 +26,14 @@ const { Meter } = await import(join(process.env.GIUL_BENCH_DIST ?? join(root, "d
 const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
 
 const window = await Meter.forNode(node).open();
-const sampler = window.ledger?.track?.sharedLog?.()?.log?.sampler;
-if (window.backend !== "nvml_counter" || typeof sampler?.ledgerAppend !== "function") {
+const log = window.ledger?.log;
+const sampler = window.ledger?.track?.source?.sampler;
+if (window.backend !== "nvml_counter" || log?.scope !== "host" || typeof sampler?.wake !== "function") {
   console.error(`no native sampler to measure (backend ${window.backend})`);
   process.exit(1);
 }
 
-const names = ["now", "env", "append", "append again", "setPeriod", "append after setPeriod"];
+const names = ["now", "env", "append", "append again", "wake", "setPeriod", "append after setPeriod"];
 const us = Object.fromEntries(names.map((n) => [n, { cold: [], warm: [] }]));
 /** Times fn() right after a 10 ms sleep (cold) and at once after that (warm), µs. */
 async function time(name, fn) {
@@ -54,17 +55,20 @@ for (let r = 0; r < rounds; r++) {
   });
   await sleep(10);
   let t = performance.now();
-  sampler.ledgerAppend(0, 0, Number.NaN);
+  log.append(0, 0, Number.NaN, 4);
   us.append.cold.push((performance.now() - t) * 1000);
   t = performance.now();
-  sampler.ledgerAppend(0, 0, Number.NaN);
+  log.append(0, 0, Number.NaN, 4);
   us["append again"].cold.push((performance.now() - t) * 1000);
+  t = performance.now();
+  sampler.wake(true);
+  us.wake.cold.push((performance.now() - t) * 1000);
   await sleep(10);
   t = performance.now();
   sampler.setPeriod(5);
   us.setPeriod.cold.push((performance.now() - t) * 1000);
   t = performance.now();
-  sampler.ledgerAppend(0, 0, Number.NaN);
+  log.append(0, 0, Number.NaN, 4);
   us["append after setPeriod"].cold.push((performance.now() - t) * 1000);
 }
 await window.close();
@@ -81,9 +85,10 @@ console.log(
     `|---|---:|---:|`,
     `| performance.now() | ${f(us.now.cold)} | ${f(us.now.warm)} |`,
     `| read process.env.GIUL_BACKEND | ${f(us.env.cold)} | ${f(us.env.warm)} |`,
-    `| native append (asks the sampler for a read: a futex wake) | ${f(us.append.cold)} | ${f(us["append again"].cold)} (no wake) |`,
+    `| append to the card's event log (shared memory, its lock) | ${f(us.append.cold)} | ${f(us["append again"].cold)} |`,
+    `| ask the sampler for a read (a futex wake) | ${f(us.wake.cold)} | |`,
     `| native setPeriod (same period), first after the sleep | ${f(us.setPeriod.cold)} | |`,
-    `| native append right after it (wakes the sampler) | ${f(us["append after setPeriod"].cold)} | |`,
+    `| append right after it | ${f(us["append after setPeriod"].cold)} | |`,
     ``,
   ].join("\n"),
 );

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "card_log_reference.h"
 #include "device_reader.h"
 #include "js_values.h"
 #include "module_pin.h"
@@ -71,15 +72,17 @@ GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
   // code must stay mapped however many environments load and unload it.
   PinThisModule();
   sampler_class_ = Napi::Persistent(SamplerReference::DefineClass(env));
+  card_log_class_ = Napi::Persistent(CardLogReference::DefineClass(env));
   DefineAddon(exports,
               {
                   InstanceValue("layout", js::Layout(env), napi_enumerable),
                   InstanceValue("flags", js::Flags(env), napi_enumerable),
-                  InstanceValue("ledgerLayout", js::LedgerLayoutObject(env), napi_enumerable),
+                  InstanceValue("cardLogLayout", js::CardLogLayoutObject(env), napi_enumerable),
                   InstanceMethod<&GiulAddon::NvmlInit>("nvmlInit", napi_enumerable),
                   InstanceMethod<&GiulAddon::DeviceInfo>("deviceInfo", napi_enumerable),
                   InstanceMethod<&GiulAddon::ComputeProcesses>("computeProcesses", napi_enumerable),
                   InstanceMethod<&GiulAddon::OpenSampler>("openSampler", napi_enumerable),
+                  InstanceMethod<&GiulAddon::OpenCardLog>("openCardLog", napi_enumerable),
                   InstanceMethod<&GiulAddon::SamplerThreads>("samplerThreads", napi_enumerable),
                   InstanceMethod<&GiulAddon::MonotonicNs>("monotonicNs", napi_enumerable),
               });
@@ -87,6 +90,11 @@ GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
 
 GiulAddon::~GiulAddon() {
   for (auto& weak : leases_) {
+    if (auto lease = weak.lock()) {
+      lease->Release();
+    }
+  }
+  for (auto& weak : card_logs_) {
     if (auto lease = weak.lock()) {
       lease->Release();
     }
@@ -160,13 +168,34 @@ Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
     return failure->ToObject(env);
   }
   auto& reference = std::get<SamplerRegistry::Reference>(acquired);
-  SamplerReference::Init init{nullptr, reference.sampler->ring(), reference.sampler->ledger(),
-                              reference.sampler->epoch_ns(), index};
+  SamplerReference::Init init{nullptr, reference.sampler->ring(), reference.sampler->epoch_ns(),
+                              index};
   init.lease = std::make_shared<SamplerLease>(reference);
 
   std::erase_if(leases_, [](const std::weak_ptr<SamplerLease>& weak) { return weak.expired(); });
   leases_.push_back(init.lease);
   return sampler_class_.New({Napi::External<SamplerReference::Init>::New(env, &init)});
+}
+
+Napi::Value GiulAddon::OpenCardLog(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* usage = "openCardLog(key, group[, processOnly]): ";
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsString()) {
+    throw Napi::TypeError::New(env, std::string(usage) + "key and group must be strings");
+  }
+  const bool process_only = info.Length() > 2 && info[2].ToBoolean().Value();
+  CardLog::Opened opened = CardLog::Open(info[0].As<Napi::String>().Utf8Value(),
+                                         info[1].As<Napi::String>().Utf8Value(), process_only);
+  if (opened.log == nullptr) {
+    Napi::Object refused = Napi::Object::New(env);
+    refused.Set("ok", false);
+    refused.Set("reason", opened.reason);
+    return refused;
+  }
+  CardLogReference::Init init{std::make_shared<CardLogLease>(opened.log), opened.reason};
+  std::erase_if(card_logs_, [](const std::weak_ptr<CardLogLease>& weak) { return weak.expired(); });
+  card_logs_.push_back(init.lease);
+  return card_log_class_.New({Napi::External<CardLogReference::Init>::New(env, &init)});
 }
 
 Napi::Value GiulAddon::SamplerThreads(const Napi::CallbackInfo& info) {

@@ -1,6 +1,6 @@
 #include "js_values.h"
 
-#include "ledger_log.h"
+#include "card_log.h"
 #include "ring.h"
 
 namespace giul::js {
@@ -119,27 +119,26 @@ Napi::Object Flags(Napi::Env env) {
   return Freeze(env, out);
 }
 
-Napi::Object LedgerLayoutObject(Napi::Env env) {
+Napi::Object CardLogLayoutObject(Napi::Env env) {
   Napi::Object out = Napi::Object::New(env);
   auto set = [&](const char* key, double value) { out.Set(key, Napi::Number::New(env, value)); };
-  set("version", LedgerLayout::kVersion);
-  set("headerSlots", LedgerLayout::kHeaderSlots);
-  set("entrySlots", LedgerLayout::kEntrySlots);
-  set("hPublished", LedgerLayout::kPublished);
-  set("hCapacity", LedgerLayout::kCapacitySlot);
-  set("hIdleW", LedgerLayout::kIdleW);
-  set("hOpen", LedgerLayout::kOpen);
-  set("hWeight", LedgerLayout::kWeight);
-  set("eT", LedgerLayout::kT);
-  set("eRingHead", LedgerLayout::kRingHead);
-  set("eWeightBefore", LedgerLayout::kWeightBefore);
-  set("eWeightAfter", LedgerLayout::kWeightAfter);
-  set("eCountAfter", LedgerLayout::kCountAfter);
-  set("eRef", LedgerLayout::kRef);
-  set("eOwner", LedgerLayout::kOwner);
-  set("eOwn", LedgerLayout::kOwn);
-  set("eKind", LedgerLayout::kKind);
-  set("eIdleW", LedgerLayout::kEventIdleW);
+  using L = CardLogLayout;
+  set("version", L::kVersion);
+  set("headerSlots", L::kHeaderSlots);
+  set("entrySlots", L::kEntrySlots);
+  set("hPublished", L::kPublished);
+  set("hCapacity", L::kCapacitySlot);
+  set("hIdleW", L::kIdleW);
+  set("hOpen", L::kOpen);
+  set("hWeight", L::kWeight);
+  set("eT", L::kT);
+  set("eWeightBefore", L::kWeightBefore);
+  set("eWeightAfter", L::kWeightAfter);
+  set("eCountAfter", L::kCountAfter);
+  set("eIdleAfter", L::kIdleAfter);
+  set("ePid", L::kPid);
+  set("eSlot", L::kSlot);
+  set("eKind", L::kKind);
   return Freeze(env, out);
 }
 

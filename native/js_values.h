@@ -18,7 +18,7 @@ Napi::Value FromProcessList(Napi::Env env, const ProcessListData& list);
 Napi::Object Layout(Napi::Env env);
 /// SampleFlags.
 Napi::Object Flags(Napi::Env env);
-/// LedgerLayout.
-Napi::Object LedgerLayoutObject(Napi::Env env);
+/// CardLogLayout.
+Napi::Object CardLogLayoutObject(Napi::Env env);
 
 }  // namespace giul::js

@@ -29,7 +29,7 @@ void Ring::BeginWrite() {
   // completed before it (and may read those while this write is under way:
   // src/sources/native/seqlock.ts stableInSection). Not a read-modify-write: a locked instruction
   // per section slowed a writer appending without pause enough that readers never saw it hold still
-  // (test/native.ledger-log.test.ts).
+  // (test/native.card-log.test.ts).
   g.store(g.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_release);
 }

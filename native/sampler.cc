@@ -35,8 +35,7 @@ Sampler::Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library)
     : index_(index),
       library_(std::move(library)),
       ring_(std::make_shared<Ring>()),
-      epoch_ns_(MonotonicNs()),
-      ledger_(std::make_shared<LedgerLog>(epoch_ns_)) {
+      epoch_ns_(MonotonicNs()) {
   ring_->header(RingLayout::kPeriodNs) = kDefaultPeriodMs * 1e6;
 }
 

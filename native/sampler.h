@@ -2,8 +2,7 @@
 // after windows' edges when asked, stamps each tick with CLOCK_MONOTONIC, integrates power, flags
 // faults, writes the ring, and rings the doorbells of those waiting (sampler.cc: when it reads;
 // sampler_tick.cc: what a read does). Shared by every reference to the device in the process (see
-// SamplerRegistry), which owns its lifetime. Beside the ring it holds the device's event log
-// (LedgerLog), which any thread appends to and the sampling thread never touches.
+// SamplerRegistry), which owns its lifetime.
 #pragma once
 
 #include <atomic>
@@ -17,7 +16,6 @@
 #include <vector>
 
 #include "doorbell.h"
-#include "ledger_log.h"
 #include "nvml_library.h"
 #include "ring.h"
 
@@ -63,11 +61,6 @@ class Sampler {
   unsigned int index() const { return index_; }
   int64_t epoch_ns() const { return epoch_ns_; }
   const std::shared_ptr<Ring>& ring() const { return ring_; }
-  const std::shared_ptr<LedgerLog>& ledger() const { return ledger_; }
-  /// Appends an event to the log, stamped with the ring's head. Any thread; never calls NVML.
-  LedgerLog::Outcome LedgerAppend(const LedgerLog::Event& event) {
-    return ledger_->Append(event, published_head_);
-  }
 
   static int ClampPeriodMs(double period_ms);
 
@@ -122,8 +115,6 @@ class Sampler {
   const std::shared_ptr<const NvmlLibrary> library_;
   const std::shared_ptr<Ring> ring_;
   const int64_t epoch_ns_;
-  const std::shared_ptr<LedgerLog> ledger_;
-  std::atomic<uint64_t> published_head_{0};  // the ring's hHead, written by the thread
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

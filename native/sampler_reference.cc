@@ -33,10 +33,9 @@ Napi::Function SamplerReference::DefineClass(Napi::Env env) {
   return ObjectWrap<SamplerReference>::DefineClass(
       env, "NativeSampler",
       {InstanceMethod<&SamplerReference::SetPeriod>("setPeriod"),
-       InstanceMethod<&SamplerReference::LedgerAppend>("ledgerAppend"),
-       InstanceMethod<&SamplerReference::LedgerAppendStamped>("ledgerAppendStamped"),
        InstanceMethod<&SamplerReference::SetDoorbell>("doorbell"),
        InstanceMethod<&SamplerReference::Wake>("wake"),
+       InstanceMethod<&SamplerReference::Read>("read"),
        InstanceMethod<&SamplerReference::Release>("release")});
 }
 
@@ -50,19 +49,14 @@ SamplerReference::SamplerReference(const Napi::CallbackInfo& info)
   lease_ = init.lease;
 
   Napi::ArrayBuffer buffer = SharedBuffer(env, init.ring);
-  Napi::ArrayBuffer ledger = SharedBuffer(env, init.ledger);
   auto self = info.This().As<Napi::Object>();
   self.DefineProperties({
       Napi::PropertyDescriptor::Value("ok", Napi::Boolean::New(env, true), napi_enumerable),
       Napi::PropertyDescriptor::Value("buffer", buffer, napi_enumerable),
-      Napi::PropertyDescriptor::Value("ledger", ledger, napi_enumerable),
       Napi::PropertyDescriptor::Value("epochNs", Napi::BigInt::New(env, init.epoch_ns),
                                       napi_enumerable),
       Napi::PropertyDescriptor::Value("device", Napi::Number::New(env, init.device),
                                       napi_enumerable),
-      // The kRef of what this reference appends to the event log.
-      Napi::PropertyDescriptor::Value(
-          "refId", Napi::Number::New(env, static_cast<double>(init.lease->id())), napi_enumerable),
   });
 }
 
@@ -128,54 +122,17 @@ Napi::Value SamplerReference::Wake(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+Napi::Value SamplerReference::Read(const Napi::CallbackInfo& info) {
+  lease_->RequestRead();
+  return info.Env().Undefined();
+}
+
 Napi::Value SamplerReference::SetPeriod(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsNumber()) {
     throw Napi::TypeError::New(info.Env(), "setPeriod(periodMs): periodMs must be a number");
   }
   lease_->SetPeriod(Sampler::ClampPeriodMs(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
-}
-
-int64_t SamplerReference::Append(const Napi::CallbackInfo& info, const char* usage, int64_t* t) {
-  Napi::Env env = info.Env();
-  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) {
-    throw Napi::TypeError::New(env, std::string(usage) + "each argument must be a number");
-  }
-  const double delta_weight = info[0].As<Napi::Number>().DoubleValue();
-  const double delta_count = info[1].As<Napi::Number>().DoubleValue();
-  const double idle_w = info[2].As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(delta_weight)) {
-    throw Napi::TypeError::New(env, std::string(usage) + "deltaWeight must be finite");
-  }
-  if (delta_count != -1 && delta_count != 0 && delta_count != 1) {
-    throw Napi::TypeError::New(env, std::string(usage) + "deltaCount must be -1, 0 or 1");
-  }
-  if (delta_count > 0 && !std::isfinite(idle_w)) {
-    throw Napi::TypeError::New(env, std::string(usage) + "an open's idleW must be finite");
-  }
-  // Optional: what the environment says of the event (its window, the window's weight after it,
-  // its kind), stored as given.
-  double tag[3] = {kNaN, kNaN, kNaN};
-  for (size_t i = 0; i < 3 && 3 + i < info.Length(); i++) {
-    if (!info[3 + i].IsNumber()) {
-      throw Napi::TypeError::New(env, std::string(usage) + "owner, own and kind must be numbers");
-    }
-    tag[i] = info[3 + i].As<Napi::Number>().DoubleValue();
-  }
-  return lease_->LedgerAppend(delta_weight, static_cast<int>(delta_count), idle_w, tag, t);
-}
-
-Napi::Value SamplerReference::LedgerAppend(const Napi::CallbackInfo& info) {
-  const int64_t sequence =
-      Append(info, "ledgerAppend(deltaWeight, deltaCount, idleW[, owner, own, kind]): ", nullptr);
-  return Napi::Number::New(info.Env(), static_cast<double>(sequence));
-}
-
-Napi::Value SamplerReference::LedgerAppendStamped(const Napi::CallbackInfo& info) {
-  int64_t t = 0;
-  const int64_t sequence =
-      Append(info, "ledgerAppendStamped(deltaWeight, deltaCount, idleW[, owner, own, kind]): ", &t);
-  return Napi::Number::New(info.Env(), static_cast<double>(sequence < 0 ? sequence : t));
 }
 
 Napi::Value SamplerReference::Release(const Napi::CallbackInfo& info) {

@@ -1,5 +1,5 @@
-// The JS object openSampler() returns (NativeSampler): buffer, ledger, epochNs, device,
-// setPeriod(), ledgerAppend(), doorbell(), wake(), release(). Its finaliser drops the reference if
+// The JS object openSampler() returns (NativeSampler): buffer, epochNs, device, setPeriod(),
+// doorbell(), wake(), read(), release(). Its finaliser drops the reference if
 // release() was never called.
 #pragma once
 
@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "doorbell.h"
-#include "ledger_log.h"
 #include "ring.h"
 #include "sampler_lease.h"
 
@@ -20,7 +19,6 @@ class SamplerReference : public Napi::ObjectWrap<SamplerReference> {
   struct Init {
     std::shared_ptr<SamplerLease> lease;
     std::shared_ptr<Ring> ring;
-    std::shared_ptr<LedgerLog> ledger;
     int64_t epoch_ns;
     unsigned int device;
   };
@@ -32,14 +30,10 @@ class SamplerReference : public Napi::ObjectWrap<SamplerReference> {
 
  private:
   Napi::Value SetPeriod(const Napi::CallbackInfo& info);
-  Napi::Value LedgerAppend(const Napi::CallbackInfo& info);
-  Napi::Value LedgerAppendStamped(const Napi::CallbackInfo& info);
-  /// ledgerAppend's and ledgerAppendStamped's work: the sequence number (or a negative code), and
-  /// the entry's kT into `t` once appended.
-  int64_t Append(const Napi::CallbackInfo& info, const char* usage, int64_t* t);
   Napi::Value Release(const Napi::CallbackInfo& info);
   Napi::Value SetDoorbell(const Napi::CallbackInfo& info);
   Napi::Value Wake(const Napi::CallbackInfo& info);
+  Napi::Value Read(const Napi::CallbackInfo& info);
   /// Lets go of the doorbell's thread-safe function (its finaliser detaches the doorbell).
   void ReleaseDoorbell();
 

@@ -280,7 +280,6 @@ void Sampler::Publish(const TickReads& reads, int64_t t, bool failed) {
   ++head_;
   ring_->header(RingLayout::kHead) = static_cast<double>(head_);
   // Before the seqlock closes: whoever sees this head in the ring sees it here too.
-  published_head_.store(head_, std::memory_order_release);
   ring_->header(RingLayout::kPeriodNs) = period_ns;
   ring_->header(RingLayout::kState) = failed ? RingLayout::kFailed : RingLayout::kRunning;
   ring_->header(RingLayout::kLastError) = last_error_;

@@ -222,13 +222,14 @@ describe("loadBindingFrom (in process)", () => {
       monotonicNs: fn,
       layout: {},
       flags: {},
-      ledgerLayout: {},
+      openCardLog: fn,
+      cardLogLayout: {},
     };
     expect(bindingShapeProblem(complete)).toBeNull();
     expect(bindingShapeProblem({ ...complete, layout: null })).toContain("layout (object)");
-    // An addon built before the event log is stale.
-    const { ledgerLayout: _, ...beforeLedger } = complete;
-    expect(bindingShapeProblem(beforeLedger)).toBe("it lacks ledgerLayout (object)");
+    // An addon built before the host-wide event log is stale.
+    const { openCardLog: _, cardLogLayout: __, ...beforeLog } = complete;
+    expect(bindingShapeProblem(beforeLog)).toBe("it lacks openCardLog (function), cardLogLayout (object)");
   });
 });
 

@@ -7,7 +7,6 @@ import type {
   EventLog,
   EventLogEntry,
   IntervalMeasurement,
-  SharedLog,
   Track,
 } from "../src/track/track.js";
 import type { Check, SpanMeasurement } from "../src/vocabulary/measurement.js";
@@ -65,26 +64,32 @@ class FakeTrack implements Track {
   release(): void {}
 }
 
-/** A process-wide log as the addon keeps it: stamped with the shared clock, totals included. */
+/** A card's log as the addon keeps it: stamped with the shared clock, totals and the card's idle included. */
 class FakeLog implements EventLog {
+  readonly scope = "host" as const;
+  readonly reason = null;
+  readonly epochNs = 1_000_000_000n;
+  readonly capacity = 1 << 20;
+  readonly slot = 0;
   readonly entries: EventLogEntry[] = [];
   open = 0;
   weight = 0;
   idle = Number.NaN;
   constructor(readonly clock: { now: bigint }) {}
-  append(deltaWeight: number, deltaCount: number, idleW: number): number {
-    if (deltaCount > 0 && this.open > 0 && idleW !== this.idle) return -1;
+  append(deltaWeight: number, deltaCount: number, idleW: number, kind: number): number {
     const before = this.weight;
     this.open += deltaCount;
     this.weight = this.open === 0 ? 0 : this.weight + deltaWeight;
-    if (deltaCount > 0) this.idle = idleW;
+    if (deltaCount > 0 && Number.isNaN(this.idle)) this.idle = idleW;
     if (this.open === 0) this.idle = Number.NaN;
     this.entries.push({
-      t: Number(this.clock.now - 1_000_000_000n),
-      ringHead: 0,
+      t: Number(this.clock.now - this.epochNs),
       weightBefore: before,
       weightAfter: this.weight,
       countAfter: this.open,
+      idleAfter: this.idle,
+      slot: 0,
+      kind,
     });
     return this.entries.length - 1;
   }
@@ -97,33 +102,23 @@ class FakeLog implements EventLog {
     Object.assign(out, e);
     return true;
   }
-  idleW(): number {
-    return this.idle;
-  }
 }
 
-/** One JavaScript environment's view of the card: its own track over the shared log. */
+/** One JavaScript environment's (or process's) view of the card: its own track over the shared log. */
 class EnvTrack extends FakeTrack {
   constructor(
     readonly clock: { now: bigint },
-    readonly shared: FakeLog,
     powerW: (ms: number) => number,
   ) {
     super(0, 0, powerW);
   }
-  override edge(): Edge {
-    this.now = this.clock.now;
-    return super.edge();
+  loggedEdge(tNs: bigint): Edge {
+    return { tNs, value: this.energy(tNs) } as FakeEdge;
   }
-  sharedLog(): SharedLog {
-    return {
-      log: this.shared,
-      edgeAt: (t: number) => {
-        const tNs = 1_000_000_000n + BigInt(Math.round(t));
-        return { tNs, value: this.energy(tNs) } as FakeEdge;
-      },
-    };
-  }
+}
+
+function envLedger(clock: { now: bigint }, log: FakeLog): CardLedger {
+  return new CardLedger(new EnvTrack(clock, power), "card", null, log);
 }
 
 interface Step {
@@ -149,7 +144,7 @@ const IDLE_W = 50;
 
 async function play(steps: readonly Step[], errJ: number, lagJ: number, powerW: (ms: number) => number) {
   const track = new FakeTrack(errJ, lagJ, powerW);
-  const ledger = new CardLedger(track);
+  const ledger = new CardLedger(track, null);
   const open = new Map<number, { w: LedgerWindow; weights: [bigint, number][] }>();
   const done: { w: LedgerWindow; weights: [bigint, number][] }[] = [];
   for (const s of steps) {
@@ -234,7 +229,7 @@ describe("the per-card ledger", () => {
 
   it("a window alone has the two edges' errors and the larger lag as its bar, not both lags", async () => {
     const track = new FakeTrack(0.01, 0.5, () => 300);
-    const ledger = new CardLedger(track);
+    const ledger = new CardLedger(track, null);
     const w = ledger.openWindow(2, IDLE_W);
     track.now += 100_000_000n;
     await ledger.settleThrough(ledger.closeWindow(w));
@@ -250,7 +245,7 @@ describe("the per-card ledger", () => {
         async (script) => {
           const clock = { now: 1_000_000_000n };
           const log = new FakeLog(clock);
-          const ledgers = [0, 1, 2].map(() => new CardLedger(new EnvTrack(clock, log, power)));
+          const ledgers = [0, 1, 2].map(() => envLedger(clock, log));
           const open = new Map<
             string,
             { ledger: CardLedger; w: LedgerWindow; weights: [bigint, number][] }
@@ -310,21 +305,39 @@ describe("the per-card ledger", () => {
     );
   });
 
-  it("an open with another idle floor than the card's is refused through the shared log too", () => {
+  it("an open with another idle floor elsewhere is charged the card's, says so, and warns once; here it is refused", async () => {
     const clock = { now: 1_000_000_000n };
     const log = new FakeLog(clock);
-    const a = new CardLedger(new EnvTrack(clock, log, power));
-    const b = new CardLedger(new EnvTrack(clock, log, power));
+    const a = envLedger(clock, log);
+    const b = envLedger(clock, log);
     a.openWindow(1, IDLE_W);
-    expect(() => b.openWindow(1, IDLE_W + 5)).toThrow(
-      /idleW: 55 W, but windows open on the same card charge its idle as 50 W/,
-    );
-    expect(log.entries.length).toBe(1);
+    const warned: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => {
+      if (w.code === "GIUL_IDLE_MISMATCH") warned.push(w.message);
+    };
+    process.on("warning", onWarning);
+    try {
+      const w = b.openWindow(1, IDLE_W + 5);
+      expect(w.idleW).toBe(IDLE_W);
+      expect(w.caveat).toMatch(
+        /idleW 55 W was given, but windows open on the card elsewhere charge its idle as 50 W/,
+      );
+      b.openWindow(1, IDLE_W + 5);
+      expect(() => b.openWindow(1, IDLE_W + 7)).toThrow(
+        /idleW: 57 W, but windows open on the same card charge its idle as 55 W/,
+      );
+      expect(log.entries.length).toBe(3);
+    } finally {
+      await new Promise((r) => setImmediate(r));
+      process.off("warning", onWarning);
+    }
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatch(/idleW 55 W given .* charge its idle as 50 W; 50 W is used/);
   });
 
   it("counts the most windows open at once, and the time-weighted mean", async () => {
     const track = new FakeTrack(0, 0, () => 100);
-    const ledger = new CardLedger(track);
+    const ledger = new CardLedger(track, null);
     const a = ledger.openWindow(1, IDLE_W);
     const openA = a.events[0];
     track.now += 10_000_000n;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { LedgerLayout, NativeSampler, RingLayout } from "../binding.js";
+import type { CardLogLayout, NativeCardLog, NativeSampler, RingLayout } from "../binding.js";
+import { NativeCardEventLog } from "../src/sources/native/card-log.js";
 import { NativeRing } from "../src/sources/native/descriptor.js";
-import { NativeEventLog } from "../src/sources/native/event-log.js";
 import { emptySample } from "../src/track/ring.js";
 import { emptyLogEntry } from "../src/track/track.js";
 
@@ -32,25 +32,23 @@ const RING: RingLayout = {
   sPowerT: 8,
   sPowerReadNs: 9,
 };
-const LOG: LedgerLayout = {
-  version: 2,
+const LOG: CardLogLayout = {
+  version: 1,
   headerSlots: 8,
-  entrySlots: 10,
+  entrySlots: 8,
   hPublished: 1,
   hCapacity: 2,
   hIdleW: 3,
   hOpen: 4,
   hWeight: 5,
   eT: 0,
-  eRingHead: 1,
-  eWeightBefore: 2,
-  eWeightAfter: 3,
-  eCountAfter: 4,
-  eRef: 5,
-  eOwner: 6,
-  eOwn: 7,
-  eKind: 8,
-  eIdleW: 9,
+  eWeightBefore: 1,
+  eWeightAfter: 2,
+  eCountAfter: 3,
+  eIdleAfter: 4,
+  ePid: 5,
+  eSlot: 6,
+  eKind: 7,
 };
 const CAPACITY = 8;
 
@@ -65,6 +63,10 @@ class Writer {
     private readonly headerSlots: number,
     private readonly slots: number,
     private readonly countSlot: number,
+    /** Writes slot `base`'s fields for `value` (default: value + i / 100 in field i). */
+    private readonly fill: (f64: Float64Array, base: number, value: number) => void = (f64, base, value) => {
+      for (let i = 0; i < slots; i++) f64[base + i] = value + i / 100;
+    },
   ) {
     this.buffer = new ArrayBuffer((headerSlots + CAPACITY * slots) * 8);
     this.f64 = new Float64Array(this.buffer);
@@ -76,7 +78,7 @@ class Writer {
   begin(value: number): void {
     Atomics.add(this.u32, 0, 1);
     const base = this.headerSlots + (this.count % CAPACITY) * this.slots;
-    for (let i = 0; i < this.slots; i++) this.f64[base + i] = value + i / 100;
+    this.fill(this.f64, base, value);
     this.count += 1;
     this.f64[this.countSlot] = this.count;
   }
@@ -141,31 +143,37 @@ describe("the ring read while the sampler is inside a write", () => {
 });
 
 describe("the event log read while another thread's append is inside its write", () => {
-  function logOver(w: Writer, appended: () => number): NativeEventLog {
-    const sampler = {
-      ledger: w.buffer,
+  function logOver(w: Writer, appended: () => number): NativeCardEventLog {
+    const handle = {
+      buffer: w.buffer,
       epochNs: 0n,
-      refId: 1,
-      ledgerAppend: appended,
-    } as unknown as NativeSampler;
-    return new NativeEventLog(sampler, LOG);
+      slot: 0,
+      scope: "host",
+      reason: null,
+      append: appended,
+    } as unknown as NativeCardLog;
+    return new NativeCardEventLog(handle, LOG);
   }
+  /** An entry as the addon writes one: at t = value, one window open, idle 4 + value / 100 W. */
+  const entry = (f64: Float64Array, base: number, value: number) => {
+    f64.set([value, 1, 1, 1, 4 + value / 100, 1234, 0, 1], base);
+  };
 
   it("reads entries known complete, and its own append at once", () => {
-    const w = new Writer(LOG.headerSlots, LOG.entrySlots, LOG.hPublished);
+    const w = new Writer(LOG.headerSlots, LOG.entrySlots, LOG.hPublished, entry);
     // This thread's appends: whole writes, returning their sequence number.
     const log = logOver(w, () => {
       w.write();
       return w.count - 1;
     });
-    for (let i = 0; i < 3; i++) expect(log.append(1, 1, 80)).toBe(i);
-    const own = log.append(1, 1, 80); // entry 3
+    for (let i = 0; i < 3; i++) expect(log.append(1, 1, 80, 1)).toBe(i);
+    const own = log.append(1, 1, 80, 1); // entry 3
     expect(own).toBe(3);
     w.begin(5); // another thread's append (entry 4), stopped half-way
     const e = emptyLogEntry();
     expect(log.read(3, e)).toBe(true); // this thread's own, never read before
     expect(e.t).toBe(4);
-    expect(e.idleW).toBeCloseTo(4.09, 9);
+    expect(e.idleAfter).toBeCloseTo(4.04, 9);
     expect(log.read(0, e)).toBe(true);
     expect(e.t).toBe(1);
     expect(log.read(4, e)).toBe(false); // being written

@@ -20,6 +20,8 @@ export class LedgerEvent implements Unboxed {
   declare readonly weightAfter: number;
   /** ∫ windows open dt up to this event (windows × ns). */
   declare readonly countNs: number;
+  /** The idle floor charged for the card from this event on (W; NaN when none is open). */
+  declare readonly idle: number;
   /** Energy above idle per unit weight, cumulative (J). */
   declare v: number;
   /** Errors of intervals themselves per unit weight, cumulative (J). */
@@ -40,8 +42,9 @@ export class LedgerEvent implements Unboxed {
   declare own: number;
   /** Set once the interval ending here has been accounted. */
   resolved = false;
-  /** Events of the process-wide log were lost just before this one (the log wrapped). */
+  /** Events of the card's log were lost just before this one (the log wrapped, or an entry was garbage), and why. */
   lostBefore = false;
+  lostReason: string | null = null;
   /**
    * Events of the log were skipped just before this one on purpose: this environment had no window
    * open then, so nothing of its own spans the gap, which is not measured.
@@ -62,6 +65,7 @@ export class LedgerEvent implements Unboxed {
     weightAfter: number,
     countAfter: number,
     countNs: number,
+    idle: number,
   ) {
     this.edge = edge;
     this.seq = seq;
@@ -75,6 +79,7 @@ export class LedgerEvent implements Unboxed {
     slab[at] = weightBefore;
     slab[at + 1] = weightAfter;
     slab[at + 2] = countNs;
+    slab[at + 3] = idle;
     this.slab = slab;
     this.at = at;
   }
@@ -88,6 +93,7 @@ const EVENT_NAMES = [
   "weightBefore",
   "weightAfter",
   "countNs",
+  "idle",
   "v",
   "u",
   "e2",
@@ -127,6 +133,10 @@ export class LedgerWindow {
    */
   events: readonly LedgerEvent[] = NO_EVENTS;
   weight: number;
+  /** The idle floor the card is charged at while it is open (W): its node's, or the card's where another set it. */
+  idleW = Number.NaN;
+  /** What its record says of how the card was shared (another floor, sharing not host-wide), or null. */
+  caveat: string | null = null;
   constructor(weight: number) {
     this.weight = weight;
   }

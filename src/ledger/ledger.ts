@@ -26,25 +26,33 @@
  * restart, an edge with no sample) is counted: a window whose life includes one has no share, with
  * the reason.
  *
- * Where the card's track offers a process-wide event log (the native sampler's: every JavaScript
- * environment of the process, main thread and workers, appends its windows' events to it, stamped
- * in time order with the process-wide total weight), the ledger of each environment reads every
- * event from it, its own and the others', so that windows in workers share the card with windows
- * here. Elsewhere (nvidia-smi, a remote agent: per environment anyway) the events are this
- * environment's own.
+ * The events are those of the card's event log (./card-log.ts): every window on the card appends
+ * its events to it, whatever process, environment or copy of giul opened it, and the ledger of
+ * each environment reads every event from it, its own and the others', each an edge of its own
+ * track at the logged instant. So the card's energy above idle, idle subtracted once with the one
+ * floor the log keeps, is split among all its windows host-wide. A track that cannot take an edge
+ * at a logged instant (a remote agent's) keeps a log of this environment's windows alone.
  */
 
 import { aboveIdle, type Concurrency } from "../rules/energy.js";
-import { type Edge, type EventLogEntry, emptyLogEntry, type SharedLog, type Track } from "../track/track.js";
+import { type Edge, type EventLog, type EventLogEntry, emptyLogEntry, type Track } from "../track/track.js";
 import { GiulError } from "../vocabulary/errors.js";
+import { cardLogFor, MemoryEventLog, REFUSED, replaceCardLog } from "./card-log.js";
 import { inverse, LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
 import { SettleFrontier } from "./settle.js";
 
 export { LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
 
 const MAX_PENDING_BEFORE_COMPACT = 4096;
-/** How often an idle environment with windows open reads the process-wide log (ms). */
+/** How often an environment with windows open reads the log and looks for dead processes (ms). */
 const CATCH_UP_MS = 100;
+/** The kinds of event (binding.d.ts CardLogLayout.eKind). */
+const OPEN = 1;
+const CLOSE = 2;
+const WEIGHT = 3;
+const MARK = 4;
+/** Idle floors already warned of, per card: "ours/theirs". */
+const warnedIdle = new Set<string>();
 
 /** An open refused: windows open on the card charge another idle floor (`other`). */
 export function idleConflict(idleW: number, other: number): GiulError {
@@ -69,7 +77,9 @@ export interface Accounted {
 /** The ledger of one card (one track) in this environment. */
 export class CardLedger {
   readonly track: Track;
-  /** The idle floor every window on the card shares, while any is open. */
+  /** The card's key in the registry of logs (its UUID), or null for a log of this ledger's own. */
+  private readonly key: string | null;
+  /** The idle floor of this environment's windows open on the card, while any is. */
   private idleW: number | null = null;
   private weight = 0;
   private count = 0;
@@ -90,18 +100,35 @@ export class CardLedger {
   private requestedSeq = -1;
   /** How far the track has settled the events' edges (./settle.ts). */
   private readonly frontier = new SettleFrontier<Accounted>((waiter) => this.accountThen(waiter));
-  /** The process-wide log read, the next entry to read from it, this environment's open windows. */
-  private log: SharedLog["log"] | null = null;
+  /** The log read (the card's), the one last followed, the next entry to read, this environment's open windows. */
+  private log: EventLog;
+  private followed: EventLog | null = null;
   private cursor = 0;
   private lost = false;
   private skipNext = false;
   private localOpen = 0;
+  /** The sequence number this environment is appending (its edge is its own), −1 between appends. */
+  private appendingSeq = -1;
   private catchUp: NodeJS.Timeout | null = null;
   private readonly entry: EventLogEntry = emptyLogEntry();
   private stackCount: number[] = [];
 
-  constructor(track: Track) {
+  /**
+   * `key`: the card's (Selection.cardKey); null, or a track that cannot take an edge at a logged
+   * instant: a log of this environment's windows alone, with `noKey` as why where there is one.
+   */
+  constructor(track: Track, key: string | null, noKey: string | null = null, log: EventLog | null = null) {
     this.track = track;
+    this.key = track.loggedEdge === undefined ? null : key;
+    this.log = log ?? (this.key === null ? new MemoryEventLog("environment", noKey) : cardLogFor(this.key));
+  }
+
+  /** Why windows on this card do not share it host-wide, or null where they do. */
+  get sharingCaveat(): string | null {
+    const log = this.log;
+    if (log.reason === null) return null;
+    const whom = log.scope === "process" ? "this process" : "this JavaScript environment";
+    return `the card is split only among the windows of ${whom}: ${log.reason}`;
   }
 
   /**
@@ -119,33 +146,51 @@ export class CardLedger {
 
   /**
    * A window opens with `weight`: the opening edge is taken now. Throws GiulError naming idleW when
-   * a window of another node with a different idle floor is open on the same card.
+   * a window of this environment with a different idle floor is open on the same card; a window
+   * elsewhere (another process, environment or copy of giul) with another floor keeps the card's,
+   * with a warning, and the window says which floor it was charged (LedgerWindow.idleW).
    */
   openWindow(weight: number, idleW: number): LedgerWindow {
-    const shared = this.track.sharedLog?.() ?? null;
-    if (shared === null && this.count > 0 && this.idleW !== null && this.idleW !== idleW) {
+    if (this.localOpen > 0 && this.idleW !== null && this.idleW !== idleW)
       throw idleConflict(idleW, this.idleW);
-    }
+    this.log.reap?.();
     const w = new LedgerWindow(weight);
-    if (this.append(w, weight, 1, weight, idleW, shared) === null) {
-      throw idleConflict(idleW, (shared as SharedLog).log.idleW());
-    }
+    const event = this.append(w, weight, 1, weight, idleW, OPEN);
+    w.idleW = Number.isNaN(event.idle) ? idleW : event.idle;
+    if (w.idleW !== idleW) this.idleElsewhere(w, idleW);
+    const caveat = this.sharingCaveat;
+    if (caveat !== null) w.caveat = w.caveat === null ? caveat : `${w.caveat}; ${caveat}`;
     this.idleW = idleW;
     this.localOpen += 1;
-    this.keepUp(shared);
+    this.keepUp();
     return w;
+  }
+
+  /** The card's floor was set by a window elsewhere: this one is charged it, and says so. */
+  private idleElsewhere(w: LedgerWindow, idleW: number): void {
+    w.caveat =
+      `idleW ${idleW} W was given, but windows open on the card elsewhere charge its idle as ${w.idleW} W: ` +
+      "the card's idle is subtracted once, at that floor";
+    const pair = `${this.key ?? ""}:${idleW}/${w.idleW}`;
+    if (warnedIdle.has(pair)) return;
+    warnedIdle.add(pair);
+    process.emitWarning(
+      `giul: idleW ${idleW} W given for a card whose open windows (in another process or copy of giul) ` +
+        `charge its idle as ${w.idleW} W; ${w.idleW} W is used (give every Node naming this card the same idleW)`,
+      { code: "GIUL_IDLE_MISMATCH" },
+    );
   }
 
   /** A stage ends (no change of weight): its edge is taken now. */
   mark(w: LedgerWindow): LedgerEvent {
-    return this.append(w, 0, 0, w.weight, Number.NaN, this.track.sharedLog?.() ?? null) as LedgerEvent;
+    return this.append(w, 0, 0, w.weight, Number.NaN, MARK);
   }
 
   /** The window's weight changes from now on. */
   setWeight(w: LedgerWindow, weight: number): LedgerEvent {
     const delta = weight - w.weight;
     w.weight = weight;
-    return this.append(w, delta, 0, weight, Number.NaN, this.track.sharedLog?.() ?? null) as LedgerEvent;
+    return this.append(w, delta, 0, weight, Number.NaN, WEIGHT);
   }
 
   /** The window closes: its closing edge is taken now. */
@@ -153,9 +198,8 @@ export class CardLedger {
     const delta = -w.weight;
     w.weight = 0;
     this.localOpen = Math.max(0, this.localOpen - 1);
-    const shared = this.track.sharedLog?.() ?? null;
-    const event = this.append(w, delta, -1, 0, Number.NaN, shared) as LedgerEvent;
-    this.keepUp(shared);
+    const event = this.append(w, delta, -1, 0, Number.NaN, CLOSE);
+    this.keepUp();
     return event;
   }
 
@@ -292,47 +336,68 @@ export class CardLedger {
     return { mean: CardLedger.meanCount(from, to), max: this.maxCountSince(from) };
   }
 
-  /** Appends the window's event (locally, or to the process-wide log); null on an idle conflict. */
+  /** Appends the window's event to the card's log and reads the log through it. */
   private append(
     w: LedgerWindow,
     deltaWeight: number,
     deltaCount: number,
     ownAfter: number,
     idleW: number,
-    shared: SharedLog | null,
-  ): LedgerEvent | null {
-    let event: LedgerEvent | null;
-    if (shared === null) {
-      const weightBefore = this.weight;
-      const count = this.count + deltaCount;
-      // Floating-point sums of weights drift: an empty card has exactly no weight.
-      const weightAfter = count === 0 ? 0 : this.weight + deltaWeight;
-      event = this.push(this.track.edge(), weightBefore, weightAfter, count);
-    } else {
-      this.follow(shared, deltaCount > 0);
-      const seq = shared.log.append(deltaWeight, deltaCount, idleW);
-      if (seq === -1) return null;
-      event = seq < 0 ? null : this.ingest(shared, seq);
-      if (event === null) {
-        // Our own entry was overwritten before we read it (the log wrapped within this call), or
-        // could not be written: an event that can only be broken, at the instant of the call.
-        event = this.push(this.track.edge(), Number.NaN, this.weight, this.count);
-        event.lostBefore = true;
-      }
+    kind: number,
+  ): LedgerEvent {
+    this.follow(deltaCount > 0);
+    const log = this.log;
+    const seq = log.append(deltaWeight, deltaCount, idleW, kind);
+    this.appendingSeq = seq;
+    let event = seq >= 0 ? this.ingest(seq) : null;
+    this.appendingSeq = -1;
+    if (event === null) {
+      // Not appended, or our own entry overwritten before we read it (the log wrapped within this
+      // call): an event that can only be broken, at the instant of the call.
+      event = this.push(
+        this.edgeAt(process.hrtime.bigint(), true),
+        Number.NaN,
+        this.weight,
+        this.count,
+        Number.NaN,
+      );
+      event.lostBefore = true;
+      event.lostReason = lostReason(seq, log);
+      if (seq === -4 && this.key !== null) this.log = replaceCardLog(this.key, event.lostReason);
     }
     event.own = ownAfter;
     w.add(event);
     return event;
   }
 
+  /** An edge of the track at a logged instant (one of its own, where the track cannot take those). */
+  private edgeAt(tNs: bigint, own: boolean): Edge {
+    const track = this.track;
+    return track.loggedEdge === undefined ? track.edge() : track.loggedEdge(tNs, own);
+  }
+
   /** Appends an event to the pending list, the concurrency integral and the maximum's stack. */
-  private push(edge: Edge, weightBefore: number, weightAfter: number, countAfter: number): LedgerEvent {
+  private push(
+    edge: Edge,
+    weightBefore: number,
+    weightAfter: number,
+    countAfter: number,
+    idle: number,
+  ): LedgerEvent {
     const t = edge.tNs;
     if (this.seq > 0 && t > this.lastNs) this.countNs += this.count * Number(t - this.lastNs);
     if (t > this.lastNs) this.lastNs = t;
     this.weight = weightAfter;
     this.count = countAfter;
-    const event = new LedgerEvent(edge, this.seq++, weightBefore, weightAfter, countAfter, this.countNs);
+    const event = new LedgerEvent(
+      edge,
+      this.seq++,
+      weightBefore,
+      weightAfter,
+      countAfter,
+      this.countNs,
+      idle,
+    );
     this.pending.push(event);
     const seqs = this.stackSeq;
     const counts = this.stackCount;
@@ -346,25 +411,25 @@ export class CardLedger {
   }
 
   /**
-   * Starts reading the process-wide log where it stands when this environment has nothing open
-   * (older events cannot concern its windows), or when the log is a new one (the sampler restarted).
+   * Starts reading the log where it stands when this environment has nothing open (older events
+   * cannot concern its windows), or when the log is another one.
    */
-  private follow(shared: SharedLog, opening: boolean): void {
-    if (shared.log === this.log && !(opening && this.localOpen === 0)) return;
-    const published = shared.log.published();
-    if (shared.log === this.log && published === this.cursor) return;
+  private follow(opening: boolean): void {
+    const log = this.log;
+    if (log === this.followed && !(opening && this.localOpen === 0)) return;
+    const published = log.published();
+    if (log === this.followed && published === this.cursor) return;
     // Windows of ours that closed may still be settling: their events stay pending and are
-    // accounted as usual; only the gap up to the next event read is left unmeasured. (A new log,
-    // after the sampler restarted, cannot be subtracted from the old one anyway.)
-    this.log = shared.log;
+    // accounted as usual; only the gap up to the next event read is left unmeasured.
+    this.followed = log;
     this.cursor = published;
     this.lost = false;
     this.skipNext = true;
   }
 
   /** Reads the log's entries up to `through` into pending events; the event of `through`, if read. */
-  private ingest(shared: SharedLog, through: number): LedgerEvent | null {
-    const log = shared.log;
+  private ingest(through: number): LedgerEvent | null {
+    const log = this.log;
     const entry = this.entry;
     let found: LedgerEvent | null = null;
     while (this.cursor <= through) {
@@ -373,11 +438,13 @@ export class CardLedger {
         this.lost = true;
         continue;
       }
+      const tNs = log.epochNs + BigInt(Math.round(entry.t));
       const event = this.push(
-        shared.edgeAt(entry.t, entry.ringHead),
+        this.edgeAt(tNs, k === this.appendingSeq),
         entry.weightBefore,
         entry.weightAfter,
         entry.countAfter,
+        entry.idleAfter,
       );
       if (this.skipNext) {
         event.skippedBefore = true;
@@ -385,6 +452,8 @@ export class CardLedger {
       }
       if (this.lost) {
         event.lostBefore = true;
+        event.lostReason =
+          "events of other windows on the card were lost (its event log wrapped before this environment read it, or held an entry no giul wrote)";
         this.lost = false;
       }
       if (k === through) found = event;
@@ -393,22 +462,24 @@ export class CardLedger {
   }
 
   /**
-   * While windows of this environment are open on a card with a process-wide log, read the log now
-   * and then even when this environment is idle, so that it never falls a whole log behind.
+   * While windows of this environment are open, read the log now and then even when this
+   * environment is idle, so that it never falls a whole log behind; and close the windows of
+   * processes that died (the log's reap), so that a killed process stops taking a share.
    */
-  private keepUp(shared: SharedLog | null): void {
-    if (shared === null || this.localOpen === 0) {
+  private keepUp(): void {
+    if (this.localOpen === 0) {
       if (this.catchUp !== null) clearInterval(this.catchUp);
       this.catchUp = null;
       return;
     }
     if (this.catchUp !== null) return;
     this.catchUp = setInterval(() => {
-      const now = this.track.sharedLog?.() ?? null;
-      if (now === null || now.log !== this.log) return;
+      const log = this.log;
+      if (log !== this.followed) return;
+      log.reap?.();
       // Read only: accounting waits for samples, and a wait must not hold a finished process open
       // (events are accounted at this environment's next close).
-      this.ingest(now, now.log.published() - 1);
+      this.ingest(log.published() - 1);
     }, CATCH_UP_MS);
     this.catchUp.unref();
   }
@@ -445,14 +516,16 @@ export class CardLedger {
         // Nothing of this environment's spans the gap: neither measured nor broken.
       } else if (e.lostBefore) {
         e.broken += 1;
-        e.brokenReason =
-          "events of other windows on the card were lost (the process-wide event log wrapped before this environment read it)";
+        e.brokenReason = e.lostReason;
+      } else if (weight > 0 && !(prev.idle >= 0)) {
+        e.broken += 1;
+        e.brokenReason = "the card's event log gave no idle floor for windows open on it";
       } else if (weight > 0) {
         // The interval since the previous event: measured once for the card, idle subtracted once.
         const m = this.track.interval(prev.edge, e.edge);
         if (m.ok) {
           const seconds = Number(e.edge.tNs - prev.edge.tNs) / 1e9;
-          const above = aboveIdle(m.grossJoules, this.idleW ?? 0, seconds);
+          const above = aboveIdle(m.grossJoules, prev.idle, seconds);
           e.v += above / weight;
           e.u += m.spreadJoules / weight;
           e.card += above;
@@ -482,13 +555,26 @@ export class CardLedger {
   }
 }
 
+/** Why an event could not be appended to the card's log (its append's negative code). */
+function lostReason(code: number, log: EventLog): string {
+  if (code === REFUSED) return log.reason ?? "the card's event log refused the event";
+  if (code === -3) return "the card's event log was held by another process for too long";
+  if (code === -4) return "the card's shared event log holds values no giul wrote";
+  if (code === -2) return "the card's event log was released";
+  return "this window's own event was overwritten in the card's event log before it was read";
+}
+
 const ledgers = new WeakMap<Track, CardLedger>();
 
-/** The ledger of a card: one per track (the selection shares one track per card). */
-export function ledgerFor(track: Track): CardLedger {
+/**
+ * The ledger of a card: one per track (the selection shares one track per card). `key`: the
+ * card's UUID, by which its windows share it with every other process and copy of giul; null where
+ * none is known (then only with this environment's).
+ */
+export function ledgerFor(track: Track, key: string | null = null, noKey: string | null = null): CardLedger {
   let ledger = ledgers.get(track);
   if (ledger === undefined) {
-    ledger = new CardLedger(track);
+    ledger = new CardLedger(track, key, noKey);
     ledgers.set(track, ledger);
   }
   return ledger;

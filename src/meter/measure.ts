@@ -26,6 +26,8 @@ export interface SpanOutcome {
 }
 
 export interface Outcome {
+  /** The idle floor the card was charged at (the node's, or the card's where another set it). */
+  readonly idleW?: number;
   readonly total: SpanOutcome;
   readonly stages: readonly (SpanOutcome & { readonly name: string; readonly tokens: number | null })[];
 }
@@ -70,7 +72,12 @@ export function measureWindow(
     from = mark.index;
   }
   // The total is measured over the whole window, never summed from stages.
-  return { total: measureSpan(w, 0, last, concurrency), stages };
+  return { idleW: w.idleW, total: measureSpan(w, 0, last, concurrency), stages };
+}
+
+function joined(a: string | null | undefined, b: string | null): string | null {
+  if (a === null || a === undefined) return b;
+  return b === null ? a : `${a}; ${b}`;
 }
 
 /** One span between two of the window's ledger events: the card over it, and this window's share. */
@@ -97,7 +104,7 @@ function measureSpan(
     uncertaintyJoules: share.uncertaintyJoules,
     samples: card.samples,
     maxGapMs: card.maxGapMs,
-    caveat: card.caveat,
+    caveat: joined(card.caveat, w.entries.caveat),
   };
   return { measurement, seconds: secs, concurrency };
 }

@@ -220,7 +220,7 @@ export class Meter {
     let ledger: CardLedger;
     let entries: LedgerWindow;
     try {
-      ledger = ledgerFor(track);
+      ledger = ledgerFor(track, this.selection?.cardKey ?? null, this.selection?.noKeyReason ?? null);
       entries = ledger.openWindow(this.o.weight, this.node.idleW);
     } catch (error) {
       track.release();
@@ -394,7 +394,7 @@ export class Meter {
           track,
           ledger: this.ledger as CardLedger,
           entries,
-          idleW: this.node.idleW,
+          idleW: Number.isNaN(entries.idleW) ? this.node.idleW : entries.idleW,
           attribution: this.o.attribution,
           failure: this.syncFailure ?? this.notReady,
         },

@@ -38,9 +38,9 @@ const CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] } = {
 export function chargeOutcome(outcome: Outcome, facts: RecordFacts, tokens: number | null): Energy {
   const stages: Record<string, Energy> = {};
   for (const stage of outcome.stages) {
-    stages[stage.name] = charge(stage.measurement, context(facts, stage, stage.tokens, NO_STAGES));
+    stages[stage.name] = charge(stage.measurement, context(facts, outcome, stage, stage.tokens, NO_STAGES));
   }
-  const energy = charge(outcome.total.measurement, context(facts, outcome.total, tokens, stages));
+  const energy = charge(outcome.total.measurement, context(facts, outcome, outcome.total, tokens, stages));
   // The shared context keeps no window's records alive.
   CONTEXT.stages = NO_STAGES;
   CONTEXT.contendedBy = null;
@@ -50,6 +50,7 @@ export function chargeOutcome(outcome: Outcome, facts: RecordFacts, tokens: numb
 
 function context(
   facts: RecordFacts,
+  outcome: Outcome,
   span: SpanOutcome,
   tokens: number | null,
   stages: Readonly<Record<string, Energy>>,
@@ -57,7 +58,8 @@ function context(
   const c = CONTEXT;
   c.backend = facts.backend;
   c.seconds = span.seconds;
-  c.idleW = facts.idleW;
+  // The floor the card was charged at: the node's, or the card's where windows elsewhere set it.
+  c.idleW = outcome.idleW ?? facts.idleW;
   c.tokens = tokens;
   c.joulesPer1kHint = facts.joulesPer1kHint;
   c.contendedBy = facts.contendedBy;

@@ -16,7 +16,6 @@ import type {
   IntervalMeasurement,
   LatestSample,
   RingInfo,
-  SharedLog,
   Track,
   TrackReadings,
 } from "../track/track.js";
@@ -78,8 +77,6 @@ export class RingTrack implements Track, TrackReadings {
   private readonly scratch2: Sample = { ...this.scratch };
 
   private readonly clock: () => bigint;
-  /** The event log of the running ring, with edges over that ring (see sharedLog). */
-  private shared: (SharedLog & { readonly ring: SampleRing }) | null = null;
   /** The fused counter reading of each ring (see fusionOf). */
   private readonly fusions = new WeakMap<SampleRing, CounterFusion>();
   /** The edge context of the last ring an edge was resolved over (see edgeContext). */
@@ -180,27 +177,18 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   /**
-   * The card's process-wide event log and edges at its logged instants, while a ring runs and its
-   * source has a log (see Track.sharedLog).
+   * An edge at an instant of the card's event log: this environment's own, just appended (its
+   * samples looked for from the newest, a read asked for right after it), or another's, older
+   * (found by bisection). Resolved by settle(), like every edge.
    */
-  sharedLog(): SharedLog | null {
+  loggedEdge(tNs: bigint, own: boolean): Edge {
     const ring = this.ring;
-    if (ring === null || this.source.eventLog === undefined) return null;
-    if (this.shared === null || this.shared.ring !== ring) {
-      const log = this.source.eventLog();
-      if (log === null) return null;
-      this.shared = {
-        ring,
-        log,
-        // Not resolved here: a logged instant is recent, its sample after rarely exists yet, and
-        // settle() resolves it when it does.
-        edgeAt: (t: number, ringHead: number): Edge => {
-          const whole = Math.round(t);
-          return new RingEdge(ring.epochNs + BigInt(whole), ring, ringHead, whole);
-        },
-      };
-    }
-    return this.shared;
+    if (ring === null) return { tNs };
+    const t = Number(tNs - ring.epochNs);
+    if (!own) return new RingEdge(tNs, ring, pastHint(ring, t, this.scratch2), t);
+    // Every edge of ours sits on a read: the sampler reads right after it.
+    this.source.read?.();
+    return new RingEdge(tNs, ring, undefined, t);
   }
 
   edge(): Edge {

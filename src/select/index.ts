@@ -29,6 +29,14 @@ export interface Selection {
   readonly forcedUnavailable?: string;
   /** The power limit the card enforces (W), where NVML reported one when it was probed. */
   readonly powerLimitW?: number | null;
+  /**
+   * What the card is known by on this host (its UUID; a simulated card's name), by which its
+   * windows share it with every process and copy of giul; null where none is known (a remote
+   * agent's card: shared by the agent's clients through the agent).
+   */
+  readonly cardKey?: string | null;
+  /** Why a local card has no key (its windows then share it only within this environment). */
+  readonly noKeyReason?: string | null;
 }
 
 /** Forced backends already known not to work, by card: forNode can refuse them at once. */
@@ -164,5 +172,19 @@ function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabili
     reason: null,
     reader: opened.value.reader,
     powerLimitW: caps?.info?.powerLimitW ?? null,
+    ...cardKeyOf(backend.name, node, caps),
   };
+}
+
+/** The card's key on this host (see Selection.cardKey). */
+function cardKeyOf(
+  backend: BackendName,
+  node: ResolvedNode,
+  caps: CardCapabilities | null,
+): { cardKey: string | null; noKeyReason: string | null } {
+  if (!node.isLocal) return { cardKey: null, noKeyReason: null };
+  if (backend === "simulated") return { cardKey: `simulated-${node.gpuIndex}`, noKeyReason: null };
+  const uuid = caps?.info?.uuid ?? null;
+  if (uuid !== null && uuid !== "") return { cardKey: uuid, noKeyReason: null };
+  return { cardKey: null, noKeyReason: "the card's UUID is not known (NVML could not read it)" };
 }

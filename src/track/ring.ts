@@ -1,5 +1,4 @@
 import type { Result } from "../vocabulary/measurement.js";
-import type { EventLog } from "./track.js";
 
 /**
  * A ring of samples, as every sampling backend hands them to RingTrack: the addon's (NativeRing,
@@ -86,11 +85,6 @@ export interface RingSource {
   /** Describe an NVML (or other) error code carried by a sample. */
   describeError(code: number): string;
   /**
-   * The process-wide event log of the ring opened last, where the source has one (the native
-   * sampler's); null otherwise.
-   */
-  eventLog?(): EventLog | null;
-  /**
    * Where the source has one (the native sampler), a doorbell: `onSample` runs after the sampler's
    * next published sample following each {@link RingSource.wake}, so that a wait for a sample ends
    * when it is written rather than when a timer next looks. Installed once per opened ring; false
@@ -99,6 +93,8 @@ export interface RingSource {
   doorbell?(onSample: () => void): boolean;
   /** Arms the doorbell; with `read`, asks the sampler for a read now (an edge waits for it). */
   wake?(read: boolean): void;
+  /** Where the source can: asks for a read now without ringing the doorbell after it (an edge's). */
+  read?(): void;
 }
 
 /**

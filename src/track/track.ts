@@ -1,4 +1,3 @@
-import type { NativeSampler } from "../../binding.js";
 import {
   type BackendName,
   type Check,
@@ -67,11 +66,12 @@ export interface Track {
   /** How far the card's cumulative energy at a settled edge can be from the truth (for the ledger). */
   edgeError(edge: Edge): EdgeError;
   /**
-   * The card's process-wide event log, where the track has one (the native sampler's, shared by
-   * every JavaScript environment of the process), with how to take an edge at a logged instant;
-   * null or absent where windows are seen only by this environment.
+   * An edge at an instant of the card's event log (CLOCK_MONOTONIC ns, at most a few ms past for
+   * this environment's own events, older for other processes'), where the track can take one:
+   * windows then share the card with every window in the log. `own`: the event was appended here
+   * just now (the track asks its sampler for a read right after it).
    */
-  sharedLog?(): SharedLog | null;
+  loggedEdge?(tNs: bigint, own: boolean): Edge;
   /** A window starts using the track (and asks for a sampling period, ms). */
   retain(periodMs: number): void;
   /** A window stops using the track. */
@@ -145,81 +145,65 @@ export class NullTrack implements Track {
   release(): void {}
 }
 
-/** One event of a process-wide log (see Track.sharedLog). */
+/** One event of a card's event log (see EventLog). */
 export interface EventLogEntry {
-  /** ns relative to the track's epoch (CLOCK_MONOTONIC), stamped when the event was appended. */
+  /** ns since the log's epochNs (CLOCK_MONOTONIC), stamped when the event was appended. */
   t: number;
-  /** The ring's head when it was stamped (where to start looking for the samples around it). */
-  ringHead: number;
-  /** Total weight open on the card in the process just before and after, and windows open after. */
+  /** Total weight open on the card just before and after, and windows open after (every process). */
   weightBefore: number;
   weightAfter: number;
   countAfter: number;
-  /**
-   * Where the log says whose the event is (the native one): the appending reference's id, what
-   * its environment said (the window's number, its own weight after the event, the event's kind),
-   * and an open's idle floor; NaN where not said.
-   */
-  ref?: number;
-  owner?: number;
-  own?: number;
-  kind?: number;
-  idleW?: number;
+  /** The idle floor charged for the card after the event (NaN when none is open). */
+  idleAfter: number;
+  /** The appending participant (a process's copy of giul): its slot, NaN where the log has none. */
+  slot: number;
+  /** What the event is (CardLogLayout.eKind: 1 open, 2 close, 3 weight, 4 mark, 5 and 6 closings). */
+  kind: number;
 }
 
 /** An entry to read the log into (every field present, so that its shape never changes). */
 export function emptyLogEntry(): EventLogEntry {
   return {
     t: 0,
-    ringHead: 0,
     weightBefore: 0,
     weightAfter: 0,
     countAfter: 0,
-    ref: Number.NaN,
-    owner: Number.NaN,
-    own: Number.NaN,
-    kind: Number.NaN,
-    idleW: Number.NaN,
+    idleAfter: Number.NaN,
+    slot: Number.NaN,
+    kind: 0,
   };
 }
 
-/**
- * What an append says (the addon's ledgerAppend, binding.d.ts): the change of weight and of
- * windows open, an open's idle floor, and, where the log keeps them (the native one), the window's
- * number, its own weight after the event and the event's kind.
- */
-export type AppendArgs = Parameters<NativeSampler["ledgerAppend"]>;
+/** Where a card's event log is shared: see EventLog.scope. */
+export type LogScope = "host" | "process" | "environment";
 
-/** Windows' events appended by every environment of the process, in time order. */
+/**
+ * Windows' events on one card, appended by every window that shares it, in time order: the
+ * host's (every process of the user, src/sources/native/card-log.ts), this process's (where the
+ * host's cannot be had), or one environment's (a track that cannot take an edge at a logged
+ * instant).
+ */
 export interface EventLog {
+  readonly scope: LogScope;
+  /** Why the log is not shared host-wide (null when it is). */
+  readonly reason: string | null;
+  /** What the entries' `t` count from (CLOCK_MONOTONIC ns). */
+  readonly epochNs: bigint;
+  /** Entries held (older ones are overwritten). */
+  readonly capacity: number;
+  /** The slot this environment's appends carry (EventLogEntry.slot). */
+  readonly slot: number;
   /**
-   * Appends an event; its sequence number, or −1 when an open's idleW conflicts with the card's,
-   * or −2 when the log can no longer be written from here (its reference was released).
+   * Appends an event (binding.d.ts NativeCardLog.append); its sequence number, or a negative code:
+   * −2 released, −3 the lock was not had in time, −4 the log holds values no giul wrote.
    */
-  append(...args: AppendArgs): number;
-  /**
-   * Where the log records who appended each event (the native one): the id it records for this
-   * environment's appends (EventLogEntry.ref).
-   */
-  readonly refId?: number;
-  /** What the entries' `t` count from (CLOCK_MONOTONIC ns), where the log says. */
-  readonly epochNs?: bigint;
+  append(deltaWeight: number, deltaCount: number, idleW: number, kind: number): number;
   /** Entries appended so far. */
   published(): number;
-  /** Entries held (older ones are overwritten), where the log is a ring. */
-  readonly capacity?: number;
-  /** Copies entry k into `out`; false when it is not (or no longer) held. */
+  /** Copies entry k into `out` (checked: a foreign writer's garbage is not an entry); false when it is not held. */
   read(k: number, out: EventLogEntry): boolean;
-  /** The idle floor of the windows open on the card (NaN when none). */
-  idleW(): number;
-  /** Windows open on the card now, in the whole process, where the log says (the native one). */
-  openCount?(): number;
-}
-
-export interface SharedLog {
-  readonly log: EventLog;
-  /** An edge at a logged instant (`t` and `ringHead` of an entry). */
-  edgeAt(t: number, ringHead: number): Edge;
+  /** Closes the windows of processes that died (host logs); how many processes were reaped. */
+  reap?(): number;
 }
 
 /**

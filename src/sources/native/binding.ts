@@ -78,8 +78,9 @@ const REQUIRED: ReadonlyArray<readonly [keyof GiulBinding, "function" | "object"
   ["monotonicNs", "function"],
   ["layout", "object"],
   ["flags", "object"],
-  // Added with the event log: an addon built before it lacks this (and NativeSampler.ledger).
-  ["ledgerLayout", "object"],
+  // Added with the host-wide event log: an addon built before it lacks these.
+  ["openCardLog", "function"],
+  ["cardLogLayout", "object"],
 ];
 
 /** What is wrong with a loaded module as a GiulBinding, or null when it has the contract's shape. */

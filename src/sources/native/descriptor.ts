@@ -3,7 +3,6 @@ import { RingTrack } from "../../ring/ring-track.js";
 import type { CardReader } from "../../track/card.js";
 import type { BackendDescriptor } from "../../track/descriptor.js";
 import type { RingSource, Sample, SampleRing } from "../../track/ring.js";
-import type { EventLog } from "../../track/track.js";
 import type { BackendName } from "../../vocabulary/measurement.js";
 import {
   type CardInfo,
@@ -14,7 +13,6 @@ import {
   type Result,
 } from "../../vocabulary/measurement.js";
 import { loadBinding } from "./binding.js";
-import { NativeEventLog } from "./event-log.js";
 import { consistentCount, recheck, stableInSection } from "./seqlock.js";
 
 /**
@@ -132,7 +130,6 @@ class NvmlSource implements RingSource {
   readonly averagedPower: boolean;
   readonly averagedPowerSource = "nvmlDeviceGetPowerUsage";
   private sampler: NativeSampler | null = null;
-  private log: NativeEventLog | null = null;
 
   constructor(
     private readonly binding: GiulBinding,
@@ -148,7 +145,6 @@ class NvmlSource implements RingSource {
     const sampler = this.binding.openSampler(this.index, periodMs);
     if (!sampler.ok) return fail(`cannot start the sampling thread: ${sampler.reason}`);
     this.sampler = sampler;
-    this.log = new NativeEventLog(sampler, this.binding.ledgerLayout);
     return ok(new NativeRing(sampler, this.binding.layout));
   }
 
@@ -167,15 +163,13 @@ class NvmlSource implements RingSource {
     this.sampler?.wake(read);
   }
 
+  read(): void {
+    this.sampler?.read();
+  }
+
   close(): void {
     this.sampler?.release();
     this.sampler = null;
-    this.log = null;
-  }
-
-  /** The card's process-wide event log, shared with every other environment's sampler reference. */
-  eventLog(): EventLog | null {
-    return this.log;
   }
 
   describeError(code: number): string {
