@@ -124,16 +124,22 @@ function registry(): Registry | string {
 }
 
 /**
- * The log card `key` (its UUID, where known) shares in this environment: one per card, for every
- * copy of giul here. `env`: where GIUL_SHARE_GROUP and GIUL_SHARING are read.
+ * The log card `key` (its UUID) shares in this environment: one per card, for every copy of giul
+ * here. `localOnly`: why the key is not one other processes know the card by (then the log is
+ * this environment's own). `env`: where GIUL_SHARE_GROUP and GIUL_SHARING are read.
  */
-export function cardLogFor(key: string, env: NodeJS.ProcessEnv = process.env): EventLog {
+export function cardLogFor(
+  key: string,
+  localOnly: string | null = null,
+  env: NodeJS.ProcessEnv = process.env,
+): EventLog {
   const reg = registry();
   if (typeof reg === "string") return new RefusedLog(reg);
-  const known = reg.logs.get(key);
+  const name = localOnly === null ? key : `environment:${key}`;
+  const known = reg.logs.get(name);
   if (known !== undefined) return known;
-  const log = openLog(key, env);
-  reg.logs.set(key, log);
+  const log = localOnly === null ? openLog(key, env) : new MemoryEventLog("environment", localOnly);
+  reg.logs.set(name, log);
   return log;
 }
 

@@ -115,12 +115,14 @@ export class CardLedger {
 
   /**
    * `key`: the card's (Selection.cardKey); null, or a track that cannot take an edge at a logged
-   * instant: a log of this environment's windows alone, with `noKey` as why where there is one.
+   * instant: a log of this ledger's windows alone. `noKey`: why the key is no UUID (then the log
+   * is this environment's, shared by its copies of giul, not host-wide).
    */
   constructor(track: Track, key: string | null, noKey: string | null = null, log: EventLog | null = null) {
     this.track = track;
     this.key = track.loggedEdge === undefined ? null : key;
-    this.log = log ?? (this.key === null ? new MemoryEventLog("environment", noKey) : cardLogFor(this.key));
+    this.log =
+      log ?? (this.key === null ? new MemoryEventLog("environment", noKey) : cardLogFor(this.key, noKey));
   }
 
   /** Why windows on this card do not share it host-wide, or null where they do. */

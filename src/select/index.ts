@@ -35,7 +35,7 @@ export interface Selection {
    * agent's card: shared by the agent's clients through the agent).
    */
   readonly cardKey?: string | null;
-  /** Why a local card has no key (its windows then share it only within this environment). */
+  /** Why a local card has no UUID: its key is then its index, shared only within this environment. */
   readonly noKeyReason?: string | null;
 }
 
@@ -186,5 +186,10 @@ function cardKeyOf(
   if (backend === "simulated") return { cardKey: `simulated-${node.gpuIndex}`, noKeyReason: null };
   const uuid = caps?.info?.uuid ?? null;
   if (uuid !== null && uuid !== "") return { cardKey: uuid, noKeyReason: null };
-  return { cardKey: null, noKeyReason: "the card's UUID is not known (NVML could not read it)" };
+  // Known by its index: the same card to every copy of giul in this environment, not to other
+  // processes (CUDA_VISIBLE_DEVICES may number cards otherwise there).
+  return {
+    cardKey: `index-${node.gpuIndex}`,
+    noKeyReason: `the card's UUID is not known (${caps?.reason ?? "NVML could not read it"})`,
+  };
 }
