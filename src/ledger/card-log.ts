@@ -36,6 +36,9 @@ export class RefusedLog implements EventLog {
     return false;
   }
 }
+/** The kinds of event a window appends (binding.d.ts CardLogLayout.eKind). */
+export const KIND = { OPEN: 1, CLOSE: 2, WEIGHT: 3, MARK: 4 } as const;
+
 /** RefusedLog.append's code. */
 export const REFUSED = -5;
 

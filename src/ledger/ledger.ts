@@ -1,6 +1,6 @@
 /**
- * The per-card ledger: every window open on a card in this JavaScript environment, with its weight,
- * and the one place where the card's energy is split among overlapping windows.
+ * The per-card ledger: every window open on a card, in any process, with its weight, and the one
+ * place where the card's energy is split among overlapping windows.
  *
  * It is the virtual time of weighted fair queueing. Every change of the set of windows or of their
  * weights (an open, a close, a setWeight) and every stage mark is an *event*, taken as an edge of
@@ -14,17 +14,7 @@
  * weight changed. Every event is O(1) (O(log n) for the concurrency maximum), whatever the number of
  * windows open; the shares of the windows add up to the card's energy above idle over their union.
  *
- * The bound is apportioned like the energy, with accumulators of the same kind. The card's
- * cumulative energy at each event is off by that edge's error ε: a window's share is off by
- * Σ Δc × ε over the events of its life, where c = w / W is its coefficient and Δc its change at the
- * event — for another window's event w × Δ(1/W), for its own the jump of its own coefficient. So
- * each event adds |Δ(1/W)| × (its two-sided error) to one accumulator and, because a counter's value
- * can only lag, Δ(1/W) × (its lag) to one of two one-sided accumulators by the sign of Δ(1/W): a
- * window's lag error lies between minus the positive sum and the negative sum, so its bar takes
- * the larger of the two, not both. Errors of an interval itself (a trapezoid between samples,
- * averaging) are divided by W like the energy. An interval that could not be measured (a fault, a
- * restart, an edge with no sample) is counted: a window whose life includes one has no share, with
- * the reason.
+ * The bound is apportioned like the energy (see ./share.ts).
  *
  * The events are those of the card's event log (./card-log.ts): every window on the card appends
  * its events to it, whatever process, environment or copy of giul opened it, and the ledger of
@@ -36,33 +26,18 @@
 
 import { aboveIdle, type Concurrency } from "../rules/energy.js";
 import { type Edge, type EventLog, type EventLogEntry, emptyLogEntry, type Track } from "../track/track.js";
-import { GiulError } from "../vocabulary/errors.js";
-import { cardLogFor, MemoryEventLog, REFUSED, replaceCardLog } from "./card-log.js";
-import { inverse, LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
+import { cardLogFor, KIND, MemoryEventLog, replaceCardLog } from "./card-log.js";
+import { LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
+import { idleConflict, idleElsewhere, lostReason } from "./notes.js";
 import { SettleFrontier } from "./settle.js";
+import { windowShare } from "./share.js";
 
 export { LedgerEvent, LedgerWindow, type ShareResult } from "./event.js";
+export { idleConflict } from "./notes.js";
 
 const MAX_PENDING_BEFORE_COMPACT = 4096;
 /** How often an environment with windows open reads the log and looks for dead processes (ms). */
 const CATCH_UP_MS = 100;
-/** The kinds of event (binding.d.ts CardLogLayout.eKind). */
-const OPEN = 1;
-const CLOSE = 2;
-const WEIGHT = 3;
-const MARK = 4;
-/** Idle floors already warned of, per card: "ours/theirs". */
-const warnedIdle = new Set<string>();
-
-/** An open refused: windows open on the card charge another idle floor (`other`). */
-export function idleConflict(idleW: number, other: number): GiulError {
-  return new GiulError(
-    "INVALID_NODE",
-    `idleW: ${idleW} W, but windows open on the same card charge its idle as ${other} W; ` +
-      "windows sharing a card share its idle floor (give every Node naming this card the same idleW)",
-    { field: "idleW" },
-  );
-}
 
 /**
  * What waits for a close to be accounted (CardLedger.settleThen): the event, and what to call once
@@ -157,9 +132,9 @@ export class CardLedger {
       throw idleConflict(idleW, this.idleW);
     this.log.reap?.();
     const w = new LedgerWindow(weight);
-    const event = this.append(w, weight, 1, weight, idleW, OPEN);
+    const event = this.append(w, weight, 1, weight, idleW, KIND.OPEN);
     w.idleW = Number.isNaN(event.idle) ? idleW : event.idle;
-    if (w.idleW !== idleW) this.idleElsewhere(w, idleW);
+    if (w.idleW !== idleW) w.caveat = idleElsewhere(this.key, idleW, w.idleW);
     const caveat = this.sharingCaveat;
     if (caveat !== null) w.caveat = w.caveat === null ? caveat : `${w.caveat}; ${caveat}`;
     this.idleW = idleW;
@@ -168,31 +143,16 @@ export class CardLedger {
     return w;
   }
 
-  /** The card's floor was set by a window elsewhere: this one is charged it, and says so. */
-  private idleElsewhere(w: LedgerWindow, idleW: number): void {
-    w.caveat =
-      `idleW ${idleW} W was given, but windows open on the card elsewhere charge its idle as ${w.idleW} W: ` +
-      "the card's idle is subtracted once, at that floor";
-    const pair = `${this.key ?? ""}:${idleW}/${w.idleW}`;
-    if (warnedIdle.has(pair)) return;
-    warnedIdle.add(pair);
-    process.emitWarning(
-      `giul: idleW ${idleW} W given for a card whose open windows (in another process or copy of giul) ` +
-        `charge its idle as ${w.idleW} W; ${w.idleW} W is used (give every Node naming this card the same idleW)`,
-      { code: "GIUL_IDLE_MISMATCH" },
-    );
-  }
-
   /** A stage ends (no change of weight): its edge is taken now. */
   mark(w: LedgerWindow): LedgerEvent {
-    return this.append(w, 0, 0, w.weight, Number.NaN, MARK);
+    return this.append(w, 0, 0, w.weight, Number.NaN, KIND.MARK);
   }
 
   /** The window's weight changes from now on. */
   setWeight(w: LedgerWindow, weight: number): LedgerEvent {
     const delta = weight - w.weight;
     w.weight = weight;
-    return this.append(w, delta, 0, weight, Number.NaN, WEIGHT);
+    return this.append(w, delta, 0, weight, Number.NaN, KIND.WEIGHT);
   }
 
   /** The window closes: its closing edge is taken now. */
@@ -200,7 +160,7 @@ export class CardLedger {
     const delta = -w.weight;
     w.weight = 0;
     this.localOpen = Math.max(0, this.localOpen - 1);
-    const event = this.append(w, delta, -1, 0, Number.NaN, CLOSE);
+    const event = this.append(w, delta, -1, 0, Number.NaN, KIND.CLOSE);
     this.keepUp();
     return event;
   }
@@ -288,41 +248,7 @@ export class CardLedger {
    * window (open to close) or one stage (mark to mark), with its bound. Both events accounted.
    */
   share(w: LedgerWindow, fromIndex: number, toIndex: number): ShareResult {
-    const from = w.events[fromIndex] as LedgerEvent;
-    const to = w.events[toIndex] as LedgerEvent;
-    if (!to.resolved || !from.resolved) return { ok: false, reason: "the window's edges were not settled" };
-    if (to.broken !== from.broken) {
-      return { ok: false, reason: to.brokenReason ?? "part of the window could not be measured" };
-    }
-    let above = 0;
-    let spread = 0;
-    let twoSided = 0;
-    let up = 0;
-    let down = 0;
-    let before = 0; // the window's coefficient w / W just before the event
-    for (let i = fromIndex; i <= toIndex; i++) {
-      const e = w.events[i] as LedgerEvent;
-      if (e.edgeFailure !== null) return { ok: false, reason: e.edgeFailure };
-      const weight = e.own;
-      // Its own event: the jump of its coefficient (from 0 at the span's start, to 0 at its end).
-      const after = i === toIndex ? 0 : weight * inverse(e.weightAfter);
-      const jump = after - before;
-      twoSided += Math.abs(jump) * e.err;
-      if (jump > 0) up += jump * e.lag;
-      else down -= jump * e.lag;
-      if (i === toIndex) break;
-      // Then the intervals and other windows' events up to its next event, at its weight.
-      const next = w.events[i + 1] as LedgerEvent;
-      above += weight * (next.v - e.v);
-      spread += weight * (next.u - e.u);
-      // Up to its next event, that event's own term excluded: that is its own jump, next round.
-      const d = next.invChange();
-      twoSided += weight * (next.e2 - Math.abs(d) * next.err - e.e2);
-      up += weight * (next.lagUp - (d > 0 ? d * next.lag : 0) - e.lagUp);
-      down += weight * (next.lagDown - (d < 0 ? -d * next.lag : 0) - e.lagDown);
-      before = weight * inverse(next.weightBefore);
-    }
-    return { ok: true, aboveJoules: above, uncertaintyJoules: spread + twoSided + Math.max(up, down) };
+    return windowShare(w, fromIndex, toIndex);
   }
 
   /** The card's energy above idle over the intervals with a window open, between two events. */
@@ -555,15 +481,6 @@ export class CardLedger {
     }
     e.resolved = true;
   }
-}
-
-/** Why an event could not be appended to the card's log (its append's negative code). */
-function lostReason(code: number, log: EventLog): string {
-  if (code === REFUSED) return log.reason ?? "the card's event log refused the event";
-  if (code === -3) return "the card's event log was held by another process for too long";
-  if (code === -4) return "the card's shared event log holds values no giul wrote";
-  if (code === -2) return "the card's event log was released";
-  return "this window's own event was overwritten in the card's event log before it was read";
 }
 
 const ledgers = new WeakMap<Track, CardLedger>();
