@@ -11,11 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <new>
-#include <random>
 #include <thread>
 
 #include "monotonic_clock.h"
@@ -42,10 +40,27 @@ bool ValidName(const std::string& s, bool may_be_empty) {
 }
 
 uint64_t RandomId() {
-  std::random_device device;
-  uint64_t id =
-      (static_cast<uint64_t>(device()) << 32) ^ device() ^ static_cast<uint64_t>(MonotonicNs());
+  uint64_t id = static_cast<uint64_t>(MonotonicNs()) * 0x9E3779B97F4A7C15ull ^
+                (static_cast<uint64_t>(getpid()) << 32);
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    uint64_t r = 0;
+    if (read(fd, &r, sizeof r) == static_cast<ssize_t>(sizeof r)) id ^= r;
+    close(fd);
+  }
   return id == 0 ? 1 : id;
+}
+
+/// /proc/<pid>/stat's one line (empty when unreadable), without iostreams.
+std::string ReadStat(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
 }  // namespace
@@ -76,11 +91,8 @@ static_assert(sizeof(CardLog::Header) <= CardLogLayout::kLogOffset);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 uint64_t ProcessStartTicks(int pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  std::ifstream in(path);
-  std::string stat;
-  if (!in || !std::getline(in, stat)) return 0;
+  const std::string stat = ReadStat(pid);
+  if (stat.empty()) return 0;
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   // Fields after the command: state (3), then 4 … ; starttime is field 22.
@@ -94,11 +106,8 @@ uint64_t ProcessStartTicks(int pid) {
 
 bool ProcessAlive(int pid, uint64_t start_ticks) {
   if (pid <= 0) return false;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  std::ifstream in(path);
-  std::string stat;
-  if (!in || !std::getline(in, stat)) {
+  const std::string stat = ReadStat(pid);
+  if (stat.empty()) {
     // No procfs here: the pid alone.
     return kill(pid, 0) == 0 || errno == EPERM;
   }

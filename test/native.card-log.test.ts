@@ -59,6 +59,17 @@ function child(key: string, weights: readonly number[]): Promise<ChildProcess> {
   });
 }
 
+/** A segment of `bytes` bytes holding a giul header of layout `version`, ready. */
+function writeHeader(path: string, version: number, bytes: number): void {
+  const h = Buffer.alloc(bytes);
+  h.writeUInt32LE(0x4c554947, 0);
+  h.writeUInt32LE(version, 4);
+  h.writeUInt32LE(2, 8);
+  const fd = openSync(path, "w", 0o600);
+  writeSync(fd, h);
+  closeSync(fd);
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.runIf(built([ADDON], "the addon"))("the card's event log (addon)", () => {
@@ -164,13 +175,7 @@ describe.runIf(built([ADDON], "the addon"))("the card's event log (addon)", () =
 
   it("refuses a segment of another layout, and says which", () => {
     const key = freshKey();
-    const fd = openSync(segment(key), "w", 0o600);
-    const header = Buffer.alloc(16);
-    header.writeUInt32LE(0x4c554947, 0);
-    header.writeUInt32LE(99, 4);
-    header.writeUInt32LE(2, 8);
-    writeSync(fd, header);
-    closeSync(fd);
+    writeHeader(segment(key), 99, 16);
     const refused = b.openCardLog(key, GROUP);
     expect(refused.ok).toBe(false);
     expect(!refused.ok && refused.reason).toMatch(
@@ -183,15 +188,7 @@ describe.runIf(built([ADDON], "the addon"))("the card's event log (addon)", () =
       ["not the user's alone", (p) => closeSync(openSync(p, "w", 0o644)), /not this user's alone/],
       [
         "truncated",
-        (p) => {
-          const fd = openSync(p, "w", 0o600);
-          const h = Buffer.alloc(64);
-          h.writeUInt32LE(0x4c554947, 0);
-          h.writeUInt32LE(1, 4);
-          h.writeUInt32LE(2, 8);
-          writeSync(fd, h);
-          closeSync(fd);
-        },
+        (p) => writeHeader(p, 1, 64),
         /truncated/,
       ],
       [

@@ -69,7 +69,7 @@ const HOST = `${process.platform}-${process.arch}`;
  * The most a tarball may weigh: packed (gzip) and unpacked, in bytes. A few kB above today's for
  * the next feature, not for a regression (the history of this budget is in git).
  */
-const BUDGET = { packed: 575_000, unpacked: 1_660_000 };
+const BUDGET = { packed: 640_000, unpacked: 1_840_000 };
 
 let tarball: string;
 let work: string;
