@@ -186,11 +186,7 @@ describe.runIf(built([ADDON], "the addon"))("the card's event log (addon)", () =
   it("falls back to this process's log, with why, where the segment cannot be trusted", () => {
     const cases: [string, (path: string) => void, RegExp][] = [
       ["not the user's alone", (p) => closeSync(openSync(p, "w", 0o644)), /not this user's alone/],
-      [
-        "truncated",
-        (p) => writeHeader(p, 1, 64),
-        /truncated/,
-      ],
+      ["truncated", (p) => writeHeader(p, 1, 64), /truncated/],
       [
         "no giul log",
         (p) => {
