@@ -22,6 +22,7 @@ describe("Node validation", () => {
       name: "iris",
       gpuIndex: 0,
       idleW: 0,
+      cards: [{ gpuIndex: 0, idleW: 0 }],
       isLocal: true,
       powerEndpoint: null,
       timeoutMs: 500,
@@ -30,6 +31,15 @@ describe("Node validation", () => {
       contentionFloorMib: 0,
       contentionIntervalMs: 100,
     });
+  });
+
+  it("takes several cards, with one idle floor for all or one per card", () => {
+    expect(resolveNode({ name: "tp", gpuIndex: [2, 3], idleW: 40 }).cards).toEqual([
+      { gpuIndex: 2, idleW: 40 },
+      { gpuIndex: 3, idleW: 40 },
+    ]);
+    const n = resolveNode({ name: "tp", gpuIndex: [2, 3], idleW: [40, 45] });
+    expect([n.gpuIndex, n.idleW, n.cards[1]]).toEqual([2, 40, { gpuIndex: 3, idleW: 45 }]);
   });
 
   it("requires idleW, finite and ≥ 0, and never guesses it", () => {

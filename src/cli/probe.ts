@@ -63,6 +63,7 @@ export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
   smi_sampler: "no NVML: integrates power read from a long-lived nvidia-smi (coarser)",
   remote_agent: "asks a giul-agent on the GPU's host over HTTP",
   simulated: "a simulated card (giul/testing): no hardware is measured",
+  mixed: "a window over several cards measured by different backends (each card's is listed)",
   none: "cannot measure this card: figures will be estimated (with a hint) or unknown",
 };
 

@@ -12,6 +12,11 @@ export interface EdgeTimes {
   marks: { name: string; tNs: bigint }[];
   close: bigint | null;
   weights: { tNs: bigint; weight: number }[];
+  /**
+   * A window over several cards: each card's part's own edges (within microseconds of the ones
+   * above, which are its first card's).
+   */
+  cards?: ({ index: number } & Omit<EdgeTimes, "cards">)[];
 }
 
 export class WindowEvents {

@@ -11,7 +11,7 @@ import {
 } from "../diagnostics.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
 import type { Concurrency, Energy } from "../rules/energy.js";
-import { type Node, type ResolvedNode, resolveNode } from "../rules/node.js";
+import { type Node, nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
 import { forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
 import { type Edge, NullTrack, type Track } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
@@ -19,6 +19,7 @@ import { GiulError } from "../vocabulary/errors.js";
 import { type BackendName, fail } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
 import { abandoned, Leftovers } from "./abandoned.js";
+import { CardSet } from "./card-set.js";
 import { CloseWait } from "./close.js";
 import { type EdgeTimes, WindowEvents } from "./events.js";
 import { measureWindow, type Outcome, type StageMark } from "./measure.js";
@@ -97,6 +98,8 @@ export class Meter {
   private energyOwed = false;
   /** Its `giul:window:open` message, handed on with its close and energy messages (then let go). */
   private opening: WindowOpenMessage | null = null;
+  /** A node of several cards: the window's part on each card (./card-set.ts), else null. */
+  private readonly set: CardSet | null = null;
 
   static {
     // A window whose record is still owed at the end of the tick it closed in: result() publishes it.
@@ -111,11 +114,21 @@ export class Meter {
     });
   }
 
-  private constructor(node: ResolvedNode, options: Partial<MeterOptions>, forced: BackendName | null) {
+  private constructor(
+    node: ResolvedNode,
+    options: Partial<MeterOptions>,
+    forced: BackendName | null,
+    /** One card's part of a window over several cards: it publishes nothing, it is never estimated. */
+    private readonly isPart = false,
+  ) {
     this.node = node;
     this.o = resolveMeterOptions(options);
     this.currentWeight = this.o.weight;
     this.forced = forced;
+    if (node.cards.length > 1) {
+      const partOptions = { ...options, sync: null, joulesPer1kHint: null };
+      this.set = new CardSet(nodesOfCards(node).map((n) => new Meter(n, partOptions, forced, true)));
+    }
   }
 
   /** A window on `node`'s card. Validates the node and options at once (throws GiulError). */
@@ -127,8 +140,8 @@ export class Meter {
     }
     const checked = checkOptions<MeterOptions>("options", options, METER_OPTIONS);
     const forced = forcedBackend();
-    if (forced !== null) {
-      const failure = knownForcedFailure(resolved, forced);
+    for (const card of forced === null ? [] : nodesOfCards(resolved)) {
+      const failure = knownForcedFailure(card, forced as BackendName);
       if (failure !== null) throw new GiulError("BACKEND_UNAVAILABLE", failure, { field: "GIUL_BACKEND" });
     }
     return new Meter(resolved, checked, forced);
@@ -136,7 +149,7 @@ export class Meter {
 
   /** The backend metering this window (known once open() has resolved). */
   get backend(): BackendName | null {
-    return this.selection?.backend ?? null;
+    return this.set !== null ? this.set.backend : (this.selection?.backend ?? null);
   }
 
   /** The window's weight: as opened, or as last set (see {@link MeterOptions.weight}). */
@@ -150,6 +163,7 @@ export class Meter {
    * `weights` lists the window's weight from each instant on (its opening edge first).
    */
   edgeTimes(): EdgeTimes {
+    if (this.set !== null) return this.set.edgeTimes();
     return this.events.edgeTimes(this.marks, this.state === "closing" || this.state === "closed");
   }
 
@@ -162,6 +176,7 @@ export class Meter {
     if (this.state !== "new")
       return Promise.reject(new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`));
     this.state = "opening";
+    if (this.set !== null) return this.openSet(this.set);
     let opened: Opening | null;
     try {
       // A card already probed and sampling: nothing to await, and no async frame either (an async
@@ -177,6 +192,19 @@ export class Meter {
       return Promise.reject(error);
     }
     return Promise.resolve(this);
+  }
+
+  /** open() of a window over several cards: its part on each. */
+  private async openSet(set: CardSet): Promise<this> {
+    try {
+      await set.open();
+    } catch (error) {
+      this.state = "new";
+      throw error;
+    }
+    this.state = "open";
+    if (windowOpenChannel.hasSubscribers) this.announceOpen();
+    return this;
   }
 
   /** open() where the card is still to be probed or its sampler to start. */
@@ -240,7 +268,7 @@ export class Meter {
     this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
     abandoned.add(this, this.leftovers);
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers) this.announceOpen();
+    if (windowOpenChannel.hasSubscribers && !this.isPart) this.announceOpen();
   }
 
   /**
@@ -259,6 +287,11 @@ export class Meter {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
+    if (this.set !== null) {
+      this.set.mark(name, tokens);
+      this.addMark({ name, index: -1, tokens, maxConcurrency: 0 });
+      return;
+    }
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
@@ -301,7 +334,8 @@ export class Meter {
     const w = checkWeight("weight", weight);
     if (w === this.currentWeight) return;
     this.currentWeight = w;
-    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
+    if (this.set !== null) this.set.setWeight(w);
+    else (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
   }
 
   /**
@@ -353,12 +387,13 @@ export class Meter {
    * alive, where the waiter keeps a few words.
    */
   private finishNow(): Promise<void> {
+    if (this.set !== null) return this.finishSet(this.set);
     this.forgetLeftovers();
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const openEvent = entries.events[0] as LedgerEvent;
     const closeEvent = ledger.closeWindow(entries);
-    if (windowCloseChannel.hasSubscribers)
+    if (windowCloseChannel.hasSubscribers && !this.isPart)
       announceClose(
         this,
         this.opening,
@@ -377,6 +412,27 @@ export class Meter {
       wait.accounted({ error });
     }
     return wait.promise;
+  }
+
+  /** close() of a window over several cards: every part closed, then its messages. */
+  private async finishSet(set: CardSet): Promise<void> {
+    await set.close(this.syncFailure);
+    this.state = "closed";
+    if (windowCloseChannel.hasSubscribers)
+      announceClose(this, this.opening, set.backend ?? "none", this.edgeNs(false), this.edgeNs(true));
+    if (energyChannel.hasSubscribers) this.oweEnergy();
+  }
+
+  /** @internal The card this window is on (a part of a window over several cards). */
+  card(): { readonly index: number; readonly uuid: string | null } {
+    const s = this.selection;
+    const known = s !== null && this.node.isLocal && s.backend !== "simulated" && (s.noKeyReason ?? null) === null;
+    return { index: this.node.gpuIndex, uuid: known ? (s.cardKey ?? null) : null };
+  }
+
+  /** @internal Nothing of this part can be measured: the window's sync hook failed, and why. */
+  failWith(reason: string): void {
+    this.syncFailure = reason;
   }
 
   /**
@@ -415,20 +471,24 @@ export class Meter {
       this.state = "closed";
     }
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
-    if (energyChannel.hasSubscribers) this.oweEnergy();
+    if (energyChannel.hasSubscribers && !this.isPart) this.oweEnergy();
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
   result(options?: ResultOptions): Energy {
-    if (this.state !== "closed" || this.outcome === null) {
+    if (this.state !== "closed" || (this.outcome === null && this.set === null)) {
       throw new GiulError("WINDOW_STATE", `result(): the window is ${this.state}; await close() first`);
     }
     const tokens = checkTokens(
       "tokens",
       checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
     );
+    if (this.set !== null) {
+      const facts = { joulesPer1kHint: this.o.hint, attribution: this.o.attribution };
+      return this.published(this.set.result(this.marks, facts, tokens));
+    }
     const energy = chargeOutcome(
-      this.outcome,
+      this.outcome as Outcome,
       {
         backend: this.selection?.backend ?? "none",
         idleW: this.node.idleW,
@@ -437,14 +497,29 @@ export class Meter {
         contentionUnchecked: this.witness?.unchecked ?? null,
         shared: this.node.servingMatch !== null,
         attribution: this.o.attribution,
+        part: this.isPart,
       },
       tokens,
     );
+    return this.published(energy);
+  }
+
+  /** `energy`, published first where the record is owed. */
+  private published(energy: Energy): Energy {
     if (this.energyOwed) {
       this.energyOwed = false;
       this.publishRecord(energy);
     }
     return energy;
+  }
+
+  /** CLOCK_MONOTONIC ns of the window's opening (or, `last`, its newest) edge. */
+  private edgeNs(last: boolean): bigint {
+    if (this.set !== null) {
+      const t = this.set.edgeTimes();
+      return (last ? (t.close ?? t.open) : t.open) as bigint;
+    }
+    return this.events.ns(last ? this.events.count() - 1 : 0);
   }
 
   /** Closed while `giul:energy` had subscribers: the first result() publishes the record, else the tick's flush. */
@@ -455,15 +530,14 @@ export class Meter {
 
   /** `giul:window:open`. */
   private announceOpen(): void {
-    const backend = this.selection?.backend ?? "none";
-    this.opening = announceOpen(this, backend, this.events.ns(0));
+    this.opening = announceOpen(this, this.backend ?? "none", this.edgeNs(false));
   }
 
   /** `giul:energy` with `energy` (once closed). */
   private publishRecord(energy: Energy): void {
     const opening = this.opening;
     this.opening = null;
-    publishEnergy(this, opening, energy, this.events.ns(0), this.events.ns(this.events.count() - 1));
+    publishEnergy(this, opening, energy, this.edgeNs(false), this.edgeNs(true));
   }
 
   /**

@@ -16,6 +16,8 @@ export interface RecordFacts {
   /** The node names a serving process (contention is witnessed). */
   readonly shared: boolean;
   readonly attribution: Attribution;
+  /** One card's part of a window over several cards: never estimated on its own. */
+  readonly part?: boolean;
 }
 
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
@@ -32,6 +34,7 @@ const CONTEXT: { -readonly [K in keyof ChargeContext]: ChargeContext[K] } = {
   stages: NO_STAGES,
   attribution: "shared",
   concurrency: null,
+  part: false,
 };
 
 /** The window's Energy: each stage charged, then the total over the whole window (never their sum). */
@@ -68,5 +71,6 @@ function context(
   c.stages = stages;
   c.attribution = facts.attribution;
   c.concurrency = span.concurrency;
+  c.part = facts.part === true;
   return c;
 }

@@ -55,6 +55,53 @@ export interface ChargeContext {
   readonly attribution: Attribution;
   /** Windows open on the card during the span, or null when not known. */
   readonly concurrency: Concurrency | null;
+  /**
+   * The span is one card's part of a window over several cards: a part that is not sampled is
+   * never estimated on its own (the window as a whole is, ../rules/cards.ts).
+   */
+  readonly part?: boolean;
+}
+
+/** One card's part of a window over several cards (tensor parallel), charged by the same rules. */
+export interface CardEnergy {
+  /** The card's index (NVML / nvidia-smi, or the agent's). */
+  readonly index: number;
+  /** The card's UUID, where known. */
+  readonly uuid: string | null;
+  readonly backend: BackendName;
+  readonly method: Method;
+  /** Its share above idle when sampled, else null (a part is never estimated). */
+  readonly joules: number | null;
+  readonly uncertaintyJoules: number | null;
+  readonly measuredJoules: number | null;
+  readonly cardJoules: number | null;
+  readonly idleW: number;
+  readonly contended: boolean;
+  readonly contendedBy: readonly ContendingProcess[];
+  readonly reason: string | null;
+  readonly samples: number | null;
+  readonly maxGapMs: number | null;
+  readonly concurrency: Concurrency | null;
+}
+
+/** A card's part in the fleet record (an entry of `cards`). */
+export interface CardRecord {
+  index: number;
+  uuid: string | null;
+  backend: BackendName;
+  method: Method;
+  joules: number | null;
+  uncertainty_joules: number | null;
+  measured_joules: number | null;
+  card_joules: number | null;
+  idle_w: number;
+  contended: boolean;
+  contended_by: { pid: number; name: string | null; used_mib: number | null }[];
+  reason: string | null;
+  samples: number | null;
+  max_gap_ms: number | null;
+  concurrency_mean: number | null;
+  concurrency_max: number | null;
 }
 
 /** The fleet record (snake_case, the same fields as giul 0.2's). */
@@ -79,6 +126,8 @@ export interface EnergyRecord {
   concurrency_mean: number | null;
   concurrency_max: number | null;
   card_joules: number | null;
+  /** Only for a window over several cards: each card's part (the top level is their sum). */
+  cards?: CardRecord[];
 }
 
 /**
@@ -86,7 +135,9 @@ export interface EnergyRecord {
  * cheap). `stages` and `contendedBy` are frozen by the caller (charge() does); `contended` is
  * derived from `contendedBy`.
  */
-export type EnergyFields = Omit<Energy, "contended" | "joulesPer1kTokens" | "toJSON">;
+export type EnergyFields = Omit<Energy, "contended" | "joulesPer1kTokens" | "toJSON" | "cards"> & {
+  readonly cards?: readonly CardEnergy[] | null;
+};
 
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
 const NO_PROCESSES: readonly ContendingProcess[] = Object.freeze([]);
@@ -134,6 +185,11 @@ export class Energy {
    * measures), or null when not measured. Equal to `measuredJoules` for an exclusive window.
    */
   readonly cardJoules: number | null;
+  /**
+   * A window over several cards (a node with several `gpuIndex`): each card's part, in the node's
+   * order; the figures above are their sum. null for a one-card node.
+   */
+  readonly cards: readonly CardEnergy[] | null;
 
   /** @internal Records are made by the rules (Meter.result()), not by callers. */
   constructor(fields: EnergyFields) {
@@ -155,6 +211,7 @@ export class Energy {
     this.attribution = fields.attribution;
     this.concurrency = fields.concurrency;
     this.cardJoules = fields.cardJoules;
+    this.cards = fields.cards ?? null;
     Object.freeze(this);
   }
 
@@ -168,7 +225,7 @@ export class Energy {
   toJSON(): EnergyRecord {
     const stages: Record<string, EnergyRecord> = {};
     for (const [name, stage] of Object.entries(this.stages)) stages[name] = stage.toJSON();
-    return {
+    const record: EnergyRecord = {
       joules: this.joules,
       method: this.method,
       backend: this.backend,
@@ -179,7 +236,7 @@ export class Energy {
       stages,
       contended: this.contended,
       contention_checked: this.contentionChecked,
-      contended_by: this.contendedBy.map((p) => ({ pid: p.pid, name: p.name, used_mib: p.usedMib })),
+      contended_by: processRecords(this.contendedBy),
       reason: this.reason,
       measured_joules: this.measuredJoules,
       uncertainty_joules: this.uncertaintyJoules,
@@ -190,7 +247,34 @@ export class Energy {
       concurrency_max: this.concurrency?.max ?? null,
       card_joules: this.cardJoules,
     };
+    if (this.cards !== null) record.cards = this.cards.map(cardRecord);
+    return record;
   }
+}
+
+function processRecords(processes: readonly ContendingProcess[]): EnergyRecord["contended_by"] {
+  return processes.map((p) => ({ pid: p.pid, name: p.name, used_mib: p.usedMib }));
+}
+
+function cardRecord(c: CardEnergy): CardRecord {
+  return {
+    index: c.index,
+    uuid: c.uuid,
+    backend: c.backend,
+    method: c.method,
+    joules: c.joules,
+    uncertainty_joules: c.uncertaintyJoules,
+    measured_joules: c.measuredJoules,
+    card_joules: c.cardJoules,
+    idle_w: c.idleW,
+    contended: c.contended,
+    contended_by: processRecords(c.contendedBy),
+    reason: c.reason,
+    samples: c.samples,
+    max_gap_ms: c.maxGapMs,
+    concurrency_mean: c.concurrency?.mean ?? null,
+    concurrency_max: c.concurrency?.max ?? null,
+  };
 }
 
 /** Rule 1: what a span drew above the idle floor (J). The only place idle is subtracted. */
@@ -301,7 +385,7 @@ function degrade(
   cardJoules: number | null,
 ): Energy {
   const extra = ctx.contentionUnchecked ? `; ${ctx.contentionUnchecked}` : "";
-  const estimate = ctx.joulesPer1kHint !== null && ctx.tokens !== null;
+  const estimate = ctx.part !== true && ctx.joulesPer1kHint !== null && ctx.tokens !== null;
   const missing =
     ctx.joulesPer1kHint === null ? "no joulesPer1kHint to estimate from" : "no token count to estimate from";
   return new Energy({
@@ -316,7 +400,9 @@ function degrade(
     contentionChecked: ctx.shared ? ctx.contentionUnchecked === null : null,
     reason: estimate
       ? `${simulatedLabel(ctx, reason)}; estimated from joulesPer1kHint ${ctx.joulesPer1kHint} × ${ctx.tokens} tokens${extra}`
-      : `${simulatedLabel(ctx, reason)}; ${missing}${extra}`,
+      : ctx.part === true
+        ? `${simulatedLabel(ctx, reason)}${extra}`
+        : `${simulatedLabel(ctx, reason)}; ${missing}${extra}`,
     measuredJoules,
     uncertaintyJoules: quality?.uncertaintyJoules ?? null,
     samples: quality?.samples ?? null,
@@ -328,7 +414,7 @@ function degrade(
 }
 
 /** A simulated card's figures say so, first, whatever else the reason says: they measure no hardware. */
-const SIMULATED = "a simulated card (giul/testing): this figure measures no hardware";
+export const SIMULATED = "a simulated card (giul/testing): this figure measures no hardware";
 
 function simulatedLabel(ctx: ChargeContext, reason: string | null): string | null {
   if (ctx.backend !== "simulated") return reason;

@@ -3,7 +3,8 @@ import { MAX_PLAUSIBLE_W } from "../vocabulary/measurement.js";
 import { describeValue, firstUnknownKey, isFiniteIn, unknownKey } from "../vocabulary/validate.js";
 
 /**
- * A node: one GPU that requests are charged against, and what the caller knows about it.
+ * A node: the GPU (or the GPUs, tensor parallel) that requests are charged against, and what the
+ * caller knows about it.
  *
  * `idleW` is the card's idle draw in watts, measured by the caller. giul never guesses, defaults
  * or learns it: a wrong idle floor silently rewrites every figure the node reports.
@@ -11,10 +12,16 @@ import { describeValue, firstUnknownKey, isFiniteIn, unknownKey } from "../vocab
 export interface Node {
   /** A name for the node, carried into logs and records. */
   readonly name: string;
-  /** NVML / nvidia-smi index of the card. Default 0. */
-  readonly gpuIndex?: number;
-  /** The card's idle draw in watts (finite, ≥ 0). Required. */
-  readonly idleW: number;
+  /**
+   * NVML / nvidia-smi index of the card, or the indices of every card a request runs on (tensor
+   * parallel: `[0, 1, 2, 3]`; distinct). Default 0.
+   */
+  readonly gpuIndex?: number | readonly number[];
+  /**
+   * The card's idle draw in watts (finite, ≥ 0), or one per card of `gpuIndex`, in its order (one
+   * number: every card's). Required.
+   */
+  readonly idleW: number | readonly number[];
   /** The card is in this host (meter it here). Default true. */
   readonly isLocal?: boolean;
   /** Base URL of a giul-agent on the node (e.g. "http://10.0.0.7:9402"), or null. */
@@ -41,11 +48,21 @@ export interface Node {
   readonly contentionIntervalMs?: number;
 }
 
+/** One card of a node: its index and its idle floor. */
+export interface NodeCard {
+  readonly gpuIndex: number;
+  readonly idleW: number;
+}
+
 /** A validated node with every default filled in. */
 export interface ResolvedNode {
   readonly name: string;
+  /** The card's index (a node of several cards: the first's; see `cards`). */
   readonly gpuIndex: number;
+  /** The card's idle floor (a node of several cards: the first's; see `cards`). */
   readonly idleW: number;
+  /** Every card of the node, in order (one for a one-card node). */
+  readonly cards: readonly NodeCard[];
   readonly isLocal: boolean;
   readonly powerEndpoint: string | null;
   readonly timeoutMs: number;
@@ -89,25 +106,7 @@ export function resolveNode(node: Node): ResolvedNode {
   if (typeof raw.name !== "string" || raw.name.length === 0) {
     throw invalid("name", `expected a non-empty string, got ${describe(raw.name)}`);
   }
-  if (raw.idleW === undefined) {
-    throw invalid(
-      "idleW",
-      "required: the card's idle draw in watts, measured by you (giul never guesses it; a wrong floor rewrites every figure)",
-    );
-  }
-  if (typeof raw.idleW !== "number" || !Number.isFinite(raw.idleW) || raw.idleW < 0) {
-    throw invalid("idleW", `expected a finite number ≥ 0 (watts), got ${describe(raw.idleW)}`);
-  }
-  if (raw.idleW > MAX_PLAUSIBLE_W) {
-    throw invalid(
-      "idleW",
-      `${raw.idleW} W is more than any card draws (${MAX_PLAUSIBLE_W} W): a card's idle draw, in watts`,
-    );
-  }
-  const gpuIndex = raw.gpuIndex ?? 0;
-  if (typeof gpuIndex !== "number" || !Number.isInteger(gpuIndex) || gpuIndex < 0 || gpuIndex > 1023) {
-    throw invalid("gpuIndex", `expected a non-negative integer, got ${describe(raw.gpuIndex)}`);
-  }
+  const cards = resolveCards(raw.gpuIndex, raw.idleW);
   const isLocal = raw.isLocal ?? true;
   if (typeof isLocal !== "boolean") {
     throw invalid("isLocal", `expected a boolean, got ${describe(raw.isLocal)}`);
@@ -180,10 +179,12 @@ export function resolveNode(node: Node): ResolvedNode {
       `expected a number of ms from 1 to 60000, got ${describe(contentionIntervalMs)}`,
     );
   }
+  const first = cards[0] as NodeCard;
   return Object.freeze({
     name: raw.name,
-    gpuIndex,
-    idleW: raw.idleW,
+    gpuIndex: first.gpuIndex,
+    idleW: first.idleW,
+    cards,
     isLocal,
     powerEndpoint,
     timeoutMs,
@@ -192,4 +193,71 @@ export function resolveNode(node: Node): ResolvedNode {
     contentionFloorMib,
     contentionIntervalMs,
   });
+}
+
+/** The node's cards: `gpuIndex` and `idleW`, each one value or a list (one idleW for all cards). */
+function resolveCards(rawIndex: unknown, rawIdle: unknown): readonly NodeCard[] {
+  const indices = rawIndex === undefined ? [0] : Array.isArray(rawIndex) ? rawIndex : [rawIndex];
+  if (indices.length === 0) throw invalid("gpuIndex", "expected at least one card index, got []");
+  const seen = new Set<number>();
+  indices.forEach((index: unknown, i: number) => {
+    const field = Array.isArray(rawIndex) ? `gpuIndex[${i}]` : "gpuIndex";
+    if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index > 1023) {
+      throw invalid(field, `expected a non-negative integer, got ${describe(index)}`);
+    }
+    if (seen.has(index)) throw invalid(field, `card ${index} is listed twice`);
+    seen.add(index);
+  });
+  if (rawIdle === undefined) {
+    throw invalid(
+      "idleW",
+      "required: the card's idle draw in watts, measured by you (giul never guesses it; a wrong floor rewrites every figure)",
+    );
+  }
+  let idles: readonly unknown[];
+  if (Array.isArray(rawIdle)) {
+    if (rawIdle.length !== indices.length) {
+      throw invalid(
+        "idleW",
+        `expected one idle draw per card of gpuIndex (${indices.length}), or one number for all, got ${rawIdle.length}`,
+      );
+    }
+    idles = rawIdle;
+  } else {
+    idles = indices.map(() => rawIdle);
+  }
+  return Object.freeze(
+    indices.map((index, i) => {
+      const idleW = idles[i];
+      const field = Array.isArray(rawIdle) ? `idleW[${i}]` : "idleW";
+      if (typeof idleW !== "number" || !Number.isFinite(idleW) || idleW < 0) {
+        throw invalid(field, `expected a finite number ≥ 0 (watts), got ${describe(idleW)}`);
+      }
+      if (idleW > MAX_PLAUSIBLE_W) {
+        throw invalid(
+          field,
+          `${idleW} W is more than any card draws (${MAX_PLAUSIBLE_W} W): a card's idle draw, in watts`,
+        );
+      }
+      return Object.freeze({ gpuIndex: index as number, idleW });
+    }),
+  );
+}
+
+const cardNodes = new WeakMap<ResolvedNode, readonly ResolvedNode[]>();
+
+/**
+ * The node as one node per card, each with that card's index and floor (a one-card node: itself):
+ * every per-card part of giul (backend choice, track, ledger, contention) takes one of these.
+ */
+export function nodesOfCards(node: ResolvedNode): readonly ResolvedNode[] {
+  if (node.cards.length === 1) return [node];
+  let nodes = cardNodes.get(node);
+  if (nodes === undefined) {
+    nodes = Object.freeze(
+      node.cards.map((card) => Object.freeze({ ...node, gpuIndex: card.gpuIndex, idleW: card.idleW, cards: [card] })),
+    );
+    cardNodes.set(node, nodes);
+  }
+  return nodes;
 }

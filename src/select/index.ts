@@ -66,7 +66,7 @@ const cache = new Map<string, CacheEntry>();
 export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
   const raw = env.GIUL_BACKEND;
   if (raw === undefined || raw === "") return null;
-  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || raw === "remote_agent" || raw === "simulated") {
+  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || ["remote_agent", "simulated", "mixed"].includes(raw)) {
     throw new GiulError(
       "INVALID_OPTION",
       `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, smi_sampler, none`,

@@ -12,6 +12,8 @@ export type BackendName =
   | "remote_agent"
   /** A card declared by simulateCard() (giul/testing): no hardware is measured. */
   | "simulated"
+  /** A window over several cards measured by different backends (each card's is in `cards`). */
+  | "mixed"
   | "none";
 
 export const BACKEND_NAMES: readonly BackendName[] = [
@@ -20,6 +22,7 @@ export const BACKEND_NAMES: readonly BackendName[] = [
   "smi_sampler",
   "remote_agent",
   "simulated",
+  "mixed",
   "none",
 ];
 
