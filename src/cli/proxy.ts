@@ -10,6 +10,7 @@ import { NdjsonLog } from "../proxy/log.js";
 import type { ProxyOptions } from "../proxy/options.js";
 import { upstreamUrl } from "../proxy/options.js";
 import { type MeteringProxy, startProxy } from "../proxy/server.js";
+import { probeHost } from "../select/host.js";
 import { type Node, resolveNode } from "../rules/node.js";
 import { isGiulError } from "../vocabulary/errors.js";
 
@@ -25,9 +26,13 @@ among the requests in flight. Clients get each answer's energy with the answer:
 
 Required:
   --upstream URL        the inference server, e.g. http://127.0.0.1:8000
-  --idle-w W            the card's idle draw in watts, measured by you (or idleW in --node)
+  --idle-w W            the card's idle draw in watts, measured by you (or idleW in --node);
+                        one per card, comma-separated, with several cards (or one for all)
 Card:
-  --gpu N               card index (default 0, or gpuIndex in --node)
+  --gpu N               card index (default 0, or gpuIndex in --node); a tensor-parallel
+                        server: every card it runs on, --gpu 0,1,2,3, or --gpu all (every card
+                        NVML sees). Each answer is charged its share on every card, summed;
+                        the header x-energy-cards and the record's cards list each card
   --node FILE           a JSON file of Node fields (name, gpuIndex, idleW, isLocal, powerEndpoint,
                         servingMatch, contentionIgnore, contentionFloorMib, …); flags override it
   --serving-match S     the server's process name (substring): other compute processes on the
@@ -57,7 +62,13 @@ Environment: GIUL_NVML_LIBRARY, GIUL_NVIDIA_SMI, GIUL_BACKEND as for giul-probe 
 `;
 
 type Parsed =
-  | { readonly kind: "run"; readonly options: ProxyOptions; readonly log: string | null }
+  | {
+      readonly kind: "run";
+      readonly options: ProxyOptions;
+      readonly log: string | null;
+      readonly nodeFile: string | null;
+      readonly flags: Record<string, unknown>;
+    }
   | { readonly kind: "help" }
   | { readonly kind: "bad"; readonly message: string };
 
@@ -104,6 +115,43 @@ function readNode(file: string): Record<string, unknown> {
   return parsed as Record<string, unknown>;
 }
 
+/** `--gpu all`: every card NVML sees, listed when the proxy starts. */
+const ALL = "all";
+
+/** Names the node and checks it, each error naming the flag (or the --node file) it came from. */
+function checkNode(node: Record<string, unknown>, flags: Record<string, unknown>, nodeFile: string | null): void {
+  const gpus = Array.isArray(node.gpuIndex) ? node.gpuIndex.join("-") : String(node.gpuIndex ?? 0);
+  node.name ??= `giul-proxy-gpu${gpus}`;
+  try {
+    resolveNode(node as unknown as Node);
+  } catch (error) {
+    if (!isGiulError(error)) throw error;
+    const field = (error.field ?? "").replace(/\[\d+\]$/, "");
+    const flag = NODE_FLAGS[field];
+    const fromFlag = flag !== undefined && field.slice(5) in flags;
+    throw new Bad(fromFlag ? `${flag}: ${error.message}` : `--node ${nodeFile ?? "(flags)"}: ${error.message}`);
+  }
+}
+
+/** `--gpu all`: the node's cards are every card NVML sees (none: a clear error). */
+async function everyCard(parsed: Extract<Parsed, { kind: "run" }>): Promise<Parsed> {
+  const node = parsed.options.node as unknown as Record<string, unknown>;
+  if (node.gpuIndex !== ALL) return parsed;
+  const host = await probeHost();
+  if (host.devices.length === 0) {
+    const why = host.nvml.reason ?? "NVML reports no device";
+    return { kind: "bad", message: `--gpu all: no card to meter (${why})` };
+  }
+  node.gpuIndex = host.devices.map((d) => d.index);
+  try {
+    checkNode(node, parsed.flags, parsed.nodeFile);
+  } catch (error) {
+    if (error instanceof Bad) return { kind: "bad", message: error.message };
+    throw error;
+  }
+  return parsed;
+}
+
 export function parseArgs(args: readonly string[]): Parsed {
   const o: Record<string, unknown> = {};
   const flags: Record<string, unknown> = {};
@@ -135,12 +183,22 @@ export function parseArgs(args: readonly string[]): Parsed {
           o.upstream = v;
           break;
         }
-        case "--idle-w":
-          flags.idleW = number("--idle-w", value(), "the card's idle draw in watts");
+        case "--idle-w": {
+          const list = text("the card's idle draw in watts (or one per card, comma-separated)").split(",");
+          const idles = list.map((v) => number("--idle-w", v.trim(), "the card's idle draw in watts"));
+          flags.idleW = idles.length === 1 ? idles[0] : idles;
           break;
-        case "--gpu":
-          flags.gpuIndex = int("--gpu", value(), 0, 1023);
+        }
+        case "--gpu": {
+          const v = text("a card index, a comma-separated list of them, or all");
+          if (v === "all") {
+            flags.gpuIndex = ALL;
+            break;
+          }
+          const indices = v.split(",").map((x) => int("--gpu", x.trim(), 0, 1023));
+          flags.gpuIndex = indices.length === 1 ? indices[0] : indices;
           break;
+        }
         case "--node":
           nodeFile = text("a JSON file");
           break;
@@ -210,27 +268,18 @@ export function parseArgs(args: readonly string[]): Parsed {
     if (o.upstream === undefined) throw new Bad("--upstream is required: the inference server's URL");
     const base = nodeFile === null ? {} : readNode(nodeFile);
     const node = { ...base, ...flags } as Record<string, unknown>;
-    node.name ??= `giul-proxy-gpu${String(node.gpuIndex ?? 0)}`;
     if (node.idleW === undefined && nodeFile === null)
       throw new Bad(
         "--idle-w is required: the card's idle draw in watts, measured by you (or idleW in --node)",
       );
-    try {
-      resolveNode(node as unknown as Node);
-    } catch (error) {
-      if (!isGiulError(error)) throw error;
-      const flag = NODE_FLAGS[error.field ?? ""];
-      const fromFlag = flag !== undefined && (error.field as string).slice(5) in flags;
-      throw new Bad(
-        fromFlag ? `${flag}: ${error.message}` : `--node ${nodeFile ?? "(flags)"}: ${error.message}`,
-      );
-    }
+    // --gpu all is known once NVML has been asked (main()); the node is checked then.
+    if (node.gpuIndex !== ALL) checkNode(node, flags, nodeFile);
     if (
       typeof o.requestTimeoutMs === "number" &&
       o.requestTimeoutMs < ((o.headersTimeoutMs as number | undefined) ?? 10_000)
     )
       throw new Bad("--request-timeout-ms must be ≥ --headers-timeout-ms");
-    return { kind: "run", options: { ...o, node } as unknown as ProxyOptions, log };
+    return { kind: "run", options: { ...o, node } as unknown as ProxyOptions, log, nodeFile, flags };
   } catch (error) {
     if (error instanceof Bad) return { kind: "bad", message: error.message };
     throw error;
@@ -238,7 +287,8 @@ export function parseArgs(args: readonly string[]): Parsed {
 }
 
 export async function main(args: readonly string[]): Promise<number> {
-  const parsed = parseArgs(args);
+  let parsed = parseArgs(args);
+  if (parsed.kind === "run") parsed = await everyCard(parsed);
   const say = (m: string) => process.stderr.write(`${m}\n`);
   if (parsed.kind === "help") {
     process.stdout.write(USAGE);
@@ -293,7 +343,8 @@ export async function main(args: readonly string[]): Promise<number> {
   process.once("SIGTERM", stop);
   process.on("SIGHUP", () => sink?.reopen());
   const gpu = parsed.options.node.gpuIndex ?? 0;
-  const card = parsed.options.node.isLocal === false ? parsed.options.node.powerEndpoint : `GPU ${gpu}`;
+  const gpus = Array.isArray(gpu) ? `GPUs ${gpu.join(", ")}` : `GPU ${gpu}`;
+  const card = parsed.options.node.isLocal === false ? parsed.options.node.powerEndpoint : gpus;
   if (proxy.reason !== null)
     say(
       `giul-proxy: ${card}: energy cannot be measured (${proxy.reason}); answers are labelled estimated or unknown`,

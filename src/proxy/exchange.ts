@@ -24,6 +24,7 @@ import { endToEnd, field, requestHeaders, sendError, without } from "./headers.j
 import type { ResolvedProxyOptions } from "./options.js";
 import {
   clientRecord,
+  CARDS_FIELD,
   ENERGY_FIELDS,
   energyComment,
   energyHeaders,
@@ -60,7 +61,7 @@ type Mode = "buffer" | "sse" | "stream";
 type Phase = "opening" | "forwarding" | "ending" | "done";
 
 const CONTENT_LENGTH = new Set(["content-length"]);
-const ENERGY_NAMES = new Set<string>([...ENERGY_FIELDS, "x-energy-request-id"]);
+const ENERGY_NAMES = new Set<string>([...ENERGY_FIELDS, CARDS_FIELD, "x-energy-request-id"]);
 const JSON_TYPE = /^application\/(?:json|[^;\s]*\+json)\s*(?:;|$)/;
 const RETRYABLE = new Set(["ECONNRESET", "EPIPE"]);
 

@@ -21,6 +21,8 @@ const MAX_MODELS = 64;
 
 /** The card as the sampler last read it. */
 export interface CardGauges {
+  /** The card's hw_id label. */
+  readonly hwId: string;
   readonly watts: number | null;
   readonly energyJ: number | null;
   readonly name: string | null;
@@ -45,9 +47,15 @@ export class ProxyMetrics {
   private readonly histograms = new Map<string, Histogram>();
   private readonly requests = new Map<string, number>();
   private readonly models = new Set<string>();
+  /** A node of several cards: each card's hw_id, and the joules its parts were charged. */
+  private readonly cardIds: readonly string[] | null;
+  private readonly cardJoules: number[];
 
-  constructor(hwId: string) {
+  /** `hwId`: the node's (its cards' joined); `cardIds`: each card's, for a node of several. */
+  constructor(hwId: string, cardIds: readonly string[] | null = null) {
     this.hwId = hwId;
+    this.cardIds = cardIds;
+    this.cardJoules = (cardIds ?? []).map(() => 0);
   }
 
   /** Counts one finished request. */
@@ -55,6 +63,10 @@ export class ProxyMetrics {
     const key = `outcome="${record.outcome}",method="${record.method}"`;
     this.requests.set(key, (this.requests.get(key) ?? 0) + 1);
     if (record.joules === null) return;
+    record.cards?.forEach((card, i) => {
+      if (card.joules !== null && i < this.cardJoules.length)
+        this.cardJoules[i] = (this.cardJoules[i] as number) + card.joules;
+    });
     // Only a model the upstream answered for gets a label: a client cannot invent series.
     let model = "";
     if (record.model !== null && record.status !== null && record.status < 300) {
@@ -77,7 +89,7 @@ export class ProxyMetrics {
   }
 
   /** The exposition text. */
-  format(card: CardGauges | null): string {
+  format(cards: readonly CardGauges[]): string {
     const logDropped = this.logDropped?.() ?? null;
     const hw = `hw_id="${escapeLabel(this.hwId)}",hw_type="gpu"`;
     const out: string[] = [
@@ -109,16 +121,29 @@ export class ProxyMetrics {
         `giul_proxy_log_dropped_total ${logDropped}`,
       );
     }
-    const named = card?.name ? `${hw},hw_name="${escapeLabel(card.name)}"` : hw;
+    if (this.cardIds !== null) {
+      out.push(
+        "# HELP giul_card_request_energy_joules_total Energy charged to requests on each card of the node (J): the sum of their sampled parts on it.",
+        "# TYPE giul_card_request_energy_joules_total counter",
+      );
+      this.cardIds.forEach((id, i) => {
+        out.push(`giul_card_request_energy_joules_total{hw_id="${escapeLabel(id)}",hw_type="gpu"} ${num(this.cardJoules[i] as number)}`);
+      });
+    }
+    const named = (card: CardGauges) => {
+      const id = `hw_id="${escapeLabel(card.hwId)}",hw_type="gpu"`;
+      return card.name ? `${id},hw_name="${escapeLabel(card.name)}"` : id;
+    };
     out.push("# HELP hw_power_watts Instantaneous power of the card (W).", "# TYPE hw_power_watts gauge");
-    if (card?.watts != null && Number.isFinite(card.watts))
-      out.push(`hw_power_watts{${named}} ${card.watts}`);
+    for (const card of cards)
+      if (card.watts != null && Number.isFinite(card.watts)) out.push(`hw_power_watts{${named(card)}} ${card.watts}`);
     out.push(
       "# HELP hw_energy_joules_total Energy consumed by the card (J): its energy counter, or the integral of its power since sampling started.",
       "# TYPE hw_energy_joules_total counter",
     );
-    if (card?.energyJ != null && Number.isFinite(card.energyJ))
-      out.push(`hw_energy_joules_total{${named}} ${card.energyJ}`);
+    for (const card of cards)
+      if (card.energyJ != null && Number.isFinite(card.energyJ))
+        out.push(`hw_energy_joules_total{${named(card)}} ${card.energyJ}`);
     return `${out.join("\n")}\n`;
   }
 }

@@ -152,6 +152,9 @@ export const ENERGY_FIELDS = [
   "x-energy-uncertainty-joules",
 ] as const;
 
+/** A node of several cards: each card's part, `<index>:<joules>±<uncertainty>` (or `unknown`), comma-separated. */
+export const CARDS_FIELD = "x-energy-cards";
+
 /** The energy as header fields: joules and uncertainty are left out when not known (never 0). */
 export function energyHeaders(energy: Energy): [string, string][] {
   const out: [string, string][] = [];
@@ -159,6 +162,12 @@ export function energyHeaders(energy: Energy): [string, string][] {
   out.push(["x-energy-method", energy.method], ["x-energy-backend", energy.backend]);
   if (energy.uncertaintyJoules !== null)
     out.push(["x-energy-uncertainty-joules", String(energy.uncertaintyJoules)]);
+  if (energy.cards !== null) {
+    const parts = energy.cards.map((c) =>
+      c.joules === null ? `${c.index}:unknown` : `${c.index}:${c.joules}±${c.uncertaintyJoules ?? "?"}`,
+    );
+    out.push([CARDS_FIELD, parts.join(", ")]);
+  }
   return out;
 }
 

@@ -23,8 +23,8 @@ import type { AddressInfo, Socket } from "node:net";
 import { answerClientErrors } from "../agent/connections.js";
 import { Meter, type MeterOptions } from "../meter/meter.js";
 import { type Energy, unmeasured } from "../rules/energy.js";
-import { resolveNode } from "../rules/node.js";
-import { forcedBackend, select } from "../select/index.js";
+import { nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
+import { forcedBackend, type Selection, select } from "../select/index.js";
 import type { Track } from "../track/track.js";
 import { whileAlive } from "../vocabulary/alive.js";
 import { debug } from "../vocabulary/debug.js";
@@ -118,25 +118,19 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
 
   // The card's sampler runs for the proxy's life: windows open at once, and /metrics reads it.
   // Card probes do not hold the event loop open; the proxy does wait for them before it listens.
-  const selection = await whileAlive(select(node, forcedBackend()));
-  if (selection.forcedUnavailable !== undefined)
-    throw new GiulError("BACKEND_UNAVAILABLE", selection.forcedUnavailable, { field: "GIUL_BACKEND" });
-  const track: Track | null = selection.track;
-  let reason = selection.reason;
-  if (track !== null) {
-    track.retain(o.periodMs);
-    const ready = await whileAlive(track.ready());
-    reason = ready.ok ? reason : ready.reason;
-  }
-  let cardName: string | null = null;
-  void selection.reader
-    ?.readInfo()
-    .then((info) => {
-      if (info.ok) cardName = info.value.name;
-    })
-    .catch(() => {});
-
-  const metrics = new ProxyMetrics(node.isLocal ? `gpu${node.gpuIndex}` : node.name);
+  // Every card of the node (tensor parallel: several), each with its own sampler.
+  const cards = await Promise.all(nodesOfCards(node).map((card) => proxyCard(card, o.periodMs)));
+  const tracks = cards.map((c) => c.track);
+  const several = cards.length > 1;
+  const backends = new Set(cards.map((c) => c.selection.backend));
+  const backend = backends.size === 1 ? (cards[0] as ProxyCard).selection.backend : "mixed";
+  const reasons = cards.flatMap((c) => (c.reason === null ? [] : [several ? `GPU ${c.index}: ${c.reason}` : c.reason]));
+  const reason = reasons.length === 0 ? null : reasons.join("; ");
+  const hwId = (index: number) => (node.isLocal ? `gpu${index}` : several ? `${node.name}/gpu${index}` : node.name);
+  const metrics = new ProxyMetrics(
+    several ? cards.map((c) => hwId(c.index)).join(",") : hwId(node.gpuIndex),
+    several ? cards.map((c) => hwId(c.index)) : null,
+  );
   const https = o.upstream.protocol === "https:";
   const agentOptions = {
     keepAlive: true,
@@ -160,9 +154,9 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
     meter: () => Meter.forNode(node, meterOptions),
     unmetered: (why: string, seconds: number, tokens: number | null): Energy =>
       unmeasured(why, {
-        backend: selection.backend,
+        backend,
         seconds,
-        idleW: node.idleW,
+        idleW: node.cards.reduce((sum, card) => sum + card.idleW, 0),
         tokens,
         joulesPer1kHint: o.joulesPer1kHint,
         contendedBy: null,
@@ -272,18 +266,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
     guard(admin);
   }
 
-  const cardGauges = (): CardGauges | null => {
-    const readings = track?.readings;
-    const sample = readings?.latest() ?? null;
-    const info = readings?.ringInfo() ?? null;
-    if (sample === null || info === null) return { watts: null, energyJ: null, name: cardName };
-    const fresh = Number(process.hrtime.bigint() - sample.tNs) < Math.max(1e9, 5 * info.periodNs);
-    return {
-      watts: fresh && Number.isFinite(sample.powerMw) ? sample.powerMw / 1000 : null,
-      energyJ: Number.isFinite(sample.cumulativeMj) ? sample.cumulativeMj / 1000 : null,
-      name: cardName,
-    };
-  };
+  const cardGauges = (): CardGauges[] => cards.map((c) => ({ ...gauges(c), hwId: hwId(c.index) }));
 
   let address: AddressInfo;
   let adminAddress: AddressInfo | null = null;
@@ -293,7 +276,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
   } catch (error) {
     server.close();
     upstream.agent.destroy();
-    track?.release();
+    for (const t of tracks) t?.release();
     throw error;
   }
   for (const [what, host] of [
@@ -314,7 +297,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
     url: urlOf(address),
     adminUrl: adminAddress === null ? null : urlOf(adminAddress),
     upstream: o.upstream.href,
-    backend: selection.backend,
+    backend,
     reason,
     metrics,
     inFlight: () => inFlight.size,
@@ -336,9 +319,53 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
         await Promise.race([Promise.allSettled([...inFlight]), new Promise((r) => setTimeout(r, 1_000))]);
         await stopped;
         upstream.agent.destroy();
-        track?.release();
+        for (const t of tracks) t?.release();
       })();
       return closed;
     },
+  };
+}
+
+/** One card of the proxy's node: its backend, its track retained for the proxy's life, its name. */
+interface ProxyCard {
+  readonly index: number;
+  readonly selection: Selection;
+  readonly track: Track | null;
+  readonly reason: string | null;
+  name: string | null;
+}
+
+async function proxyCard(card: ResolvedNode, periodMs: number): Promise<ProxyCard> {
+  const selection = await whileAlive(select(card, forcedBackend()));
+  if (selection.forcedUnavailable !== undefined)
+    throw new GiulError("BACKEND_UNAVAILABLE", selection.forcedUnavailable, { field: "GIUL_BACKEND" });
+  const track: Track | null = selection.track;
+  let reason = selection.reason;
+  if (track !== null) {
+    track.retain(periodMs);
+    const ready = await whileAlive(track.ready());
+    reason = ready.ok ? reason : ready.reason;
+  }
+  const out: ProxyCard = { index: card.gpuIndex, selection, track, reason, name: null };
+  void selection.reader
+    ?.readInfo()
+    .then((info) => {
+      if (info.ok) out.name = info.value.name;
+    })
+    .catch(() => {});
+  return out;
+}
+
+/** The card as its sampler last read it. */
+function gauges(c: ProxyCard): Omit<CardGauges, "hwId"> {
+  const readings = c.track?.readings;
+  const sample = readings?.latest() ?? null;
+  const info = readings?.ringInfo() ?? null;
+  if (sample === null || info === null) return { watts: null, energyJ: null, name: c.name };
+  const fresh = Number(process.hrtime.bigint() - sample.tNs) < Math.max(1e9, 5 * info.periodNs);
+  return {
+    watts: fresh && Number.isFinite(sample.powerMw) ? sample.powerMw / 1000 : null,
+    energyJ: Number.isFinite(sample.cumulativeMj) ? sample.cumulativeMj / 1000 : null,
+    name: c.name,
   };
 }

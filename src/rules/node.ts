@@ -96,6 +96,7 @@ const describe = describeValue;
  * the field at the first problem; these are programmer errors, reported at once.
  */
 export function resolveNode(node: Node): ResolvedNode {
+  if (resolvedNodes.has(node as object)) return node as ResolvedNode;
   if (node === null || typeof node !== "object" || Array.isArray(node)) {
     throw new GiulError("INVALID_NODE", `node: expected an object, got ${describe(node)}`, { field: "node" });
   }
@@ -180,7 +181,7 @@ export function resolveNode(node: Node): ResolvedNode {
     );
   }
   const first = cards[0] as NodeCard;
-  return Object.freeze({
+  return resolved({
     name: raw.name,
     gpuIndex: first.gpuIndex,
     idleW: first.idleW,
@@ -193,6 +194,15 @@ export function resolveNode(node: Node): ResolvedNode {
     contentionFloorMib,
     contentionIntervalMs,
   });
+}
+
+/** What resolveNode() made: given back as it is (a resolved node is a valid node). */
+const resolvedNodes = new WeakSet<object>();
+
+function resolved(node: ResolvedNode): ResolvedNode {
+  Object.freeze(node);
+  resolvedNodes.add(node);
+  return node;
 }
 
 /** The node's cards: `gpuIndex` and `idleW`, each one value or a list (one idleW for all cards). */
@@ -255,7 +265,9 @@ export function nodesOfCards(node: ResolvedNode): readonly ResolvedNode[] {
   let nodes = cardNodes.get(node);
   if (nodes === undefined) {
     nodes = Object.freeze(
-      node.cards.map((card) => Object.freeze({ ...node, gpuIndex: card.gpuIndex, idleW: card.idleW, cards: [card] })),
+      node.cards.map((card) =>
+        resolved({ ...node, gpuIndex: card.gpuIndex, idleW: card.idleW, cards: Object.freeze([card]) }),
+      ),
     );
     cardNodes.set(node, nodes);
   }
