@@ -19,6 +19,8 @@ const sc = scenarioForThisProcess({
     { power: 120, procs: [{ pid: 9001, usedMib: 2000, name: "python3 serve.py" }] },
     // 2: a process that arrives during the measurement
     { power: 70, procs: [{ pid: 9002, usedMib: 500, name: "late-job", fromMs: 0 }] },
+    // 3: idle at 55 W (with card 0, a tensor-parallel pair)
+    { power: 55, counterStepMs: 10 },
   ],
 });
 afterAll(() => sc.remove());
@@ -60,6 +62,7 @@ describe.runIf(nativeReady())("measureIdle", () => {
         },
         { power: 120, procs: [{ pid: 9001, usedMib: 2000, name: "python3 serve.py" }] },
         { power: 70, procs: [{ pid: 9002, usedMib: 500, name: "late-job", fromMs: from }] },
+        { power: 55, counterStepMs: 10 },
       ],
     });
     const r = await measureIdle({ gpuIndex: 2, seconds: 4 });
@@ -87,8 +90,38 @@ describe.runIf(nativeReady())("measureIdle", () => {
       ["backend", "counterAvgW", "gpuIndex", "medianW", "p5W", "p95W", "samples", "seconds"].sort(),
     );
     expect(Math.abs(json.medianW - 70)).toBeLessThan(1.1);
-    const text = spawnSync(process.execPath, [PROBE, "--idle", "--seconds", "1"], { encoding: "utf8", env });
+    const text = spawnSync(process.execPath, [PROBE, "--idle", "--gpu", "0", "--seconds", "1"], {
+      encoding: "utf8",
+      env,
+    });
     expect(text.stdout).toMatch(/paste into this card's Node: {2}idleW: \d+\.\d/);
+    // Without --gpu: every card at once, each with its figure or why it has none.
+    const every = spawnSync(process.execPath, [PROBE, "--idle", "--seconds", "1"], { encoding: "utf8", env });
+    expect(every.status).toBe(2);
+    expect(every.stdout).toMatch(/GPU 0 idle over 1 s/);
+    expect(every.stderr).toMatch(/GPU 1 is not idle: python3 serve\.py \(pid 9001\)/);
+    expect(every.stderr).toMatch(/GPU 2 is not idle: late-job/);
+    const tp = spawnSync(process.execPath, [PROBE, "--idle", "--gpu", "0,3", "--seconds", "1", "--json"], {
+      encoding: "utf8",
+      env,
+    });
+    expect(tp.status, tp.stdout).toBe(0);
+    const pair = JSON.parse(tp.stdout);
+    const medians = pair.cards.map((c: { gpuIndex: number; medianW: number }) => [
+      c.gpuIndex,
+      Math.round(c.medianW),
+    ]);
+    expect(medians).toEqual([
+      [0, 70],
+      [3, 55],
+    ]);
+    const pasted = spawnSync(process.execPath, [PROBE, "--idle", "--gpu", "0,3", "--seconds", "1"], {
+      encoding: "utf8",
+      env,
+    });
+    expect(pasted.stdout).toMatch(
+      /paste into the tensor-parallel Node: {2}gpuIndex: \[0, 3\], idleW: \[(69|70|71)\.\d, 55\.0\]/,
+    );
     const busy = spawnSync(process.execPath, [PROBE, "--idle", "--gpu", "1", "--seconds", "1"], {
       encoding: "utf8",
       env,

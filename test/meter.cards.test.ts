@@ -40,7 +40,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A closed window's part on card `index`, as the truth sees it. */
 function partOn(m: MeterT, index: number): TruthWindow | null {
   const t = m.edgeTimes();
-  const part = t.cards === undefined ? (m.node.gpuIndex === index ? t : undefined) : t.cards.find((c) => c.index === index);
+  const part =
+    t.cards === undefined
+      ? m.node.gpuIndex === index
+        ? t
+        : undefined
+      : t.cards.find((c) => c.index === index);
   if (part === undefined || part.open === null || part.close === null) return null;
   return { open: part.open, close: part.close, weights: part.weights.map((w) => [w.tNs, w.weight] as const) };
 }
@@ -68,7 +73,11 @@ function truth(windows: readonly MeterT[], cards: readonly number[]) {
 
 function node(name: string, gpuIndex: number | number[]) {
   const cards = Array.isArray(gpuIndex) ? gpuIndex : [gpuIndex];
-  return { name, gpuIndex, idleW: Array.isArray(gpuIndex) ? cards.map((c) => IDLE[c] as number) : (IDLE[gpuIndex] as number) };
+  return {
+    name,
+    gpuIndex,
+    idleW: Array.isArray(gpuIndex) ? cards.map((c) => IDLE[c] as number) : (IDLE[gpuIndex] as number),
+  };
 }
 
 function expectWithinBar(e: EnergyT, exact: number): void {
@@ -106,7 +115,7 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     }
     const energies = windows.map((m) => m.result());
     const { shares, union } = truth(windows, tp);
-    energies.forEach((e, i) => expectWithinBar(e, shares[i] as number));
+    for (const [i, e] of energies.entries()) expectWithinBar(e, shares[i] as number);
     // The shares add up to the four cards above idle over their union.
     const sum = energies.reduce((s, e) => s + (e.joules as number), 0);
     const bars = energies.reduce((s, e) => s + (e.uncertaintyJoules as number), 0);
@@ -118,8 +127,14 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
       tp.map((i) => [i, uuid(i), "nvml_counter", "sampled"]),
     );
     const parts = e0.cards ?? [];
-    expect(e0.joules).toBeCloseTo(parts.reduce((s, c) => s + (c.joules as number), 0), 9);
-    expect(e0.uncertaintyJoules).toBeCloseTo(parts.reduce((s, c) => s + (c.uncertaintyJoules as number), 0), 9);
+    expect(e0.joules).toBeCloseTo(
+      parts.reduce((s, c) => s + (c.joules as number), 0),
+      9,
+    );
+    expect(e0.uncertaintyJoules).toBeCloseTo(
+      parts.reduce((s, c) => s + (c.uncertaintyJoules as number), 0),
+      9,
+    );
     expect(e0.idleW).toBe(tp.reduce((s, i) => s + (IDLE[i] as number), 0));
     expect(e0.backend).toBe("nvml_counter");
     const json = e0.toJSON();
@@ -128,7 +143,9 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     // Each card's part is within its own bar of the card's exact share.
     for (const card of parts) {
       const { shares: s } = truth(windows, [card.index]);
-      expect(Math.abs((card.joules as number) - (s[0] as number))).toBeLessThanOrEqual(card.uncertaintyJoules as number);
+      expect(Math.abs((card.joules as number) - (s[0] as number))).toBeLessThanOrEqual(
+        card.uncertaintyJoules as number,
+      );
     }
     // Card 0 carried the solo window too, cards 2 and 3 the pair: 5 windows there, 4 on card 1.
     expect(parts.map((c) => c.concurrency?.max)).toEqual([5, 4, 5, 5]);
@@ -153,9 +170,11 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     for (const m of windows) await m.close();
     const energies = windows.map((m) => m.result());
     const { shares, union } = truth(windows, all);
-    energies.forEach((e, i) => expectWithinBar(e, shares[i] as number));
+    for (const [i, e] of energies.entries()) expectWithinBar(e, shares[i] as number);
     const sum = energies.reduce((s, e) => s + (e.joules as number), 0);
-    expect(Math.abs(sum - union)).toBeLessThanOrEqual(energies.reduce((s, e) => s + (e.uncertaintyJoules as number), 0));
+    expect(Math.abs(sum - union)).toBeLessThanOrEqual(
+      energies.reduce((s, e) => s + (e.uncertaintyJoules as number), 0),
+    );
     expect(energies[0]?.cards).toHaveLength(8);
   });
 
@@ -163,7 +182,9 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     const m = await Meter.forNode(node("lost", [4, 5, 6]), { joulesPer1kHint: 2000 }).open();
     await sleep(150);
     sc.update({
-      devices: devices.map((d, i) => (i === 5 ? { ...d, errors: [{ fromMs: sc.nowMs(), code: NVML.ERROR_GPU_IS_LOST }] } : d)),
+      devices: devices.map((d, i) =>
+        i === 5 ? { ...d, errors: [{ fromMs: sc.nowMs(), code: NVML.ERROR_GPU_IS_LOST }] } : d,
+      ),
     });
     await sleep(150);
     await m.close();
@@ -188,9 +209,15 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
       [{ name: "n", gpuIndex: [], idleW: 40 }, /node\.gpuIndex: expected at least one/],
       [{ name: "n", gpuIndex: [0, 0], idleW: 40 }, /node\.gpuIndex\[1\]: card 0 is listed twice/],
       [{ name: "n", gpuIndex: [0, -1], idleW: 40 }, /node\.gpuIndex\[1\]: expected a non-negative integer/],
-      [{ name: "n", gpuIndex: [0, 1], idleW: [40] }, /node\.idleW: expected one idle draw per card of gpuIndex \(2\)/],
+      [
+        { name: "n", gpuIndex: [0, 1], idleW: [40] },
+        /node\.idleW: expected one idle draw per card of gpuIndex \(2\)/,
+      ],
       [{ name: "n", gpuIndex: [0, 1], idleW: [40, "x"] }, /node\.idleW\[1\]: expected a finite number/],
-      [{ name: "n", gpuIndex: 0, idleW: [40, 41] }, /node\.idleW: expected one idle draw per card of gpuIndex \(1\)/],
+      [
+        { name: "n", gpuIndex: 0, idleW: [40, 41] },
+        /node\.idleW: expected one idle draw per card of gpuIndex \(1\)/,
+      ],
     ];
     for (const [n, message] of bad) {
       let thrown: unknown;

@@ -60,10 +60,25 @@ function start(args: string[]): Run {
 describe.runIf(ready)("giul-proxy over several cards", () => {
   it("charges each answer every card (--gpu all), in its record, headers, log and /metrics", async () => {
     const log = join(dir, "energy.ndjson");
-    const run = start(["--upstream", stub.url, "--gpu", "all", "--idle-w", IDLE.join(","), "--listen", ":0", "--admin", ":0", "--log", log]);
+    const run = start([
+      "--upstream",
+      stub.url,
+      "--gpu",
+      "all",
+      "--idle-w",
+      IDLE.join(","),
+      "--listen",
+      ":0",
+      "--admin",
+      ":0",
+      "--log",
+      log,
+    ]);
     const url = (await run.url) as string;
     expect(url).not.toBeNull();
-    const res = await raw(url, "/v1/chat/completions", { body: chat({ max_tokens: 8, stub: { ttft_ms: 300 } }) });
+    const res = await raw(url, "/v1/chat/completions", {
+      body: chat({ max_tokens: 8, stub: { ttft_ms: 300 } }),
+    });
     expect(res.headers["x-energy-method"]).toBe("sampled");
     const cardsHeader = String(res.headers["x-energy-cards"]);
     expect(cardsHeader.split(", ").map((p) => p.split(":")[0])).toEqual(["0", "1", "2", "3"]);
@@ -84,21 +99,44 @@ describe.runIf(ready)("giul-proxy over several cards", () => {
     expect(Math.abs(record.joules - truth)).toBeLessThanOrEqual(record.uncertainty_joules);
     expect(record.idle_w).toBe(IDLE.reduce((a, b) => a + b, 0));
     // The header carries the same parts as the record.
-    expect(Number(cardsHeader.split(", ")[3]?.split(":")[1]?.split("±")[0])).toBeCloseTo(record.cards[3].joules, 6);
+    expect(Number(cardsHeader.split(", ")[3]?.split(":")[1]?.split("±")[0])).toBeCloseTo(
+      record.cards[3].joules,
+      6,
+    );
   });
 
   it("serves every card's gauges and parts on /metrics", async () => {
-    const run = start(["--upstream", stub.url, "--gpu", "0,2", "--idle-w", "40,44", "--listen", ":0", "--admin", ":0"]);
+    const run = start([
+      "--upstream",
+      stub.url,
+      "--gpu",
+      "0,2",
+      "--idle-w",
+      "40,44",
+      "--listen",
+      ":0",
+      "--admin",
+      ":0",
+    ]);
     const url = (await run.url) as string;
-    const res = await raw(url, "/v1/chat/completions", { body: chat({ max_tokens: 4, stub: { ttft_ms: 100 } }) });
+    const res = await raw(url, "/v1/chat/completions", {
+      body: chat({ max_tokens: 4, stub: { ttft_ms: 100 } }),
+    });
     const admin = /metrics on (http:\/\/\S+)\/metrics/.exec(run.err()) as RegExpExecArray;
     const text = (await raw(admin[1] as string, "/metrics", { method: "GET" })).body.toString();
     run.proc.kill("SIGTERM");
     await run.exit;
     const parts = String(res.headers["x-energy-cards"]).split(", ");
-    for (const [i, id] of [[0, "gpu0"], [1, "gpu2"]] as const) {
-      expect(text).toMatch(new RegExp(`hw_power_watts\\{hw_id="${id}",hw_type="gpu"[^}]*\\} ${POWER[i === 0 ? 0 : 2]}`));
-      const m = new RegExp(`giul_card_request_energy_joules_total\\{hw_id="${id}",hw_type="gpu"\\} (\\S+)`).exec(text);
+    for (const [i, id] of [
+      [0, "gpu0"],
+      [1, "gpu2"],
+    ] as const) {
+      expect(text).toMatch(
+        new RegExp(`hw_power_watts\\{hw_id="${id}",hw_type="gpu"[^}]*\\} ${POWER[i === 0 ? 0 : 2]}`),
+      );
+      const m = new RegExp(
+        `giul_card_request_energy_joules_total\\{hw_id="${id}",hw_type="gpu"\\} (\\S+)`,
+      ).exec(text);
       expect(Number(m?.[1])).toBeCloseTo(Number(parts[i]?.split(":")[1]?.split("±")[0]), 6);
     }
     expect(text).toMatch(/giul_request_energy_joules_count\{hw_id="gpu0,gpu2"/);
@@ -109,8 +147,14 @@ describe.runIf(ready)("giul-proxy over several cards", () => {
     const cases: [string[], RegExp][] = [
       [[...up, "--idle-w", "40", "--gpu", "0,x"], /--gpu needs an integer/],
       [[...up, "--idle-w", "40", "--gpu", "0,0"], /--gpu: node\.gpuIndex\[1\]: card 0 is listed twice/],
-      [[...up, "--idle-w", "40,41", "--gpu", "0,1,2"], /--idle-w: node\.idleW: expected one idle draw per card of gpuIndex \(3\)/],
-      [[...up, "--idle-w", "40,41", "--gpu", "all"], /--idle-w: node\.idleW: expected one idle draw per card of gpuIndex \(4\)/],
+      [
+        [...up, "--idle-w", "40,41", "--gpu", "0,1,2"],
+        /--idle-w: node\.idleW: expected one idle draw per card of gpuIndex \(3\)/,
+      ],
+      [
+        [...up, "--idle-w", "40,41", "--gpu", "all"],
+        /--idle-w: node\.idleW: expected one idle draw per card of gpuIndex \(4\)/,
+      ],
     ];
     for (const [args, message] of cases) {
       const r = await start(args).exit;

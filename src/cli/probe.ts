@@ -17,7 +17,7 @@ import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 
 const USAGE = `Usage: giul-probe [--json]
-       giul-probe --idle [--gpu N] [--seconds 30] [--json]
+       giul-probe --idle [--gpu N[,N…]] [--seconds 30] [--json]
        giul-probe --watch [--gpu N]
        giul-probe --demo [--json]
 
@@ -42,7 +42,7 @@ Options:
   --idle         measure the idle draw of a card
   --watch        print each card's power and energy since start, every second
   --demo         meter a few requests on a simulated card and print their records
-  --gpu N        the card to measure (default 0)
+  --gpu N        the card to measure (--idle: a list, default every card; --watch: default every card)
   --seconds S    how long to measure (1..3600, default 30)
   -h, --help     print this help
 
@@ -69,7 +69,13 @@ export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
 
 type Parsed =
   | { readonly kind: "run"; readonly json: boolean }
-  | { readonly kind: "idle"; readonly json: boolean; readonly gpu: number; readonly seconds: number }
+  | {
+      readonly kind: "idle";
+      readonly json: boolean;
+      /** The cards to measure; null: every card the host has. */
+      readonly gpus: readonly number[] | null;
+      readonly seconds: number;
+    }
   | { readonly kind: "watch"; readonly gpu: number | null }
   | { readonly kind: "demo"; readonly json: boolean }
   | { readonly kind: "help" }
@@ -81,6 +87,7 @@ export function parseArgs(args: readonly string[]): Parsed {
   let watch = false;
   let demo = false;
   let gpu: number | null = null;
+  let gpus: number[] | null = null;
   let seconds: number | null = null;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
@@ -91,13 +98,16 @@ export function parseArgs(args: readonly string[]): Parsed {
     else if (arg === "-h" || arg === "--help") return { kind: "help" };
     else if (arg === "--gpu" || arg === "--seconds") {
       const raw = args[++i];
-      const value = raw === undefined || raw.trim() === "" ? Number.NaN : Number(raw);
-      if (arg === "--gpu" && !(Number.isInteger(value) && value >= 0 && value <= 1023)) {
+      const list = arg === "--gpu" && raw !== undefined && raw.includes(",") ? raw.split(",") : [raw ?? ""];
+      const values = list.map((v) => (v.trim() === "" ? Number.NaN : Number(v)));
+      const value = values[0] as number;
+      if (arg === "--gpu" && !values.every((v) => Number.isInteger(v) && v >= 0 && v <= 1023)) {
         return {
           kind: "bad",
-          message: `giul-probe: --gpu expects a card index from 0 to 1023, got ${JSON.stringify(raw ?? "")}`,
+          message: `giul-probe: --gpu expects a card index from 0 to 1023 (or, with --idle, a comma-separated list), got ${JSON.stringify(raw ?? "")}`,
         };
       }
+      if (arg === "--gpu") gpus = values;
       if (arg === "--seconds" && !(Number.isFinite(value) && value >= 1 && value <= 3600)) {
         return {
           kind: "bad",
@@ -116,6 +126,11 @@ export function parseArgs(args: readonly string[]): Parsed {
       return { kind: "bad", message: "giul-probe: --demo takes only --json" };
     return { kind: "demo", json };
   }
+  if (!idle && gpus !== null && gpus.length > 1)
+    return {
+      kind: "bad",
+      message: "giul-probe: a list of cards goes with --idle (--watch shows every card)",
+    };
   if (watch) {
     if (seconds !== null) return { kind: "bad", message: "giul-probe: --seconds goes with --idle" };
     return { kind: "watch", gpu };
@@ -123,7 +138,7 @@ export function parseArgs(args: readonly string[]): Parsed {
   if (!idle && (gpu !== null || seconds !== null)) {
     return { kind: "bad", message: "giul-probe: --gpu and --seconds go with --idle or --watch" };
   }
-  return idle ? { kind: "idle", json, gpu: gpu ?? 0, seconds: seconds ?? 30 } : { kind: "run", json };
+  return idle ? { kind: "idle", json, gpus, seconds: seconds ?? 30 } : { kind: "run", json };
 }
 
 /** The idle measurement for a person: the figures and the line to paste. */
@@ -142,24 +157,45 @@ export function formatIdle(result: IdleResult): string {
   ].join("\n");
 }
 
+/** --idle: every card given (or the host's), measured at once; exit 2 when any could not be. */
 async function idle(parsed: Extract<Parsed, { kind: "idle" }>): Promise<number> {
   const tty = process.stderr.isTTY === true;
-  const result = await measureIdle({
-    gpuIndex: parsed.gpu,
-    seconds: parsed.seconds,
-    onProgress: tty
-      ? (done, total) =>
-          process.stderr.write(`\rmeasuring GPU ${parsed.gpu}'s idle draw… ${Math.floor(done)}/${total} s`)
-      : null,
-  });
+  const host = parsed.gpus === null ? (await probeHost()).devices.map((d) => d.index) : parsed.gpus;
+  const cards = host.length === 0 ? [0] : host; // no card: card 0's measurement says why
+  const which =
+    cards.length === 1 ? `GPU ${cards[0]}'s idle draw` : `the idle draw of GPUs ${cards.join(", ")}`;
+  const results = await Promise.all(
+    cards.map((gpuIndex, i) =>
+      measureIdle({
+        gpuIndex,
+        seconds: parsed.seconds,
+        onProgress:
+          tty && i === 0
+            ? (done, total) => process.stderr.write(`\rmeasuring ${which}… ${Math.floor(done)}/${total} s`)
+            : null,
+      }),
+    ),
+  );
   if (tty) process.stderr.write("\r\x1b[K");
-  if (!result.ok) {
-    process.stderr.write(formatIdle(result));
-    return 2;
+  const fields = results.map((r, i) => {
+    if (!r.ok) return { gpuIndex: cards[i], reason: r.reason };
+    const { ok: _ok, ...rest } = r;
+    return rest;
+  });
+  if (parsed.json) {
+    const out = results.length === 1 ? fields[0] : { cards: fields };
+    if (results.length > 1 || results[0]?.ok) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+    else process.stderr.write(formatIdle(results[0] as IdleResult));
+  } else {
+    for (const r of results) (r.ok ? process.stdout : process.stderr).write(formatIdle(r));
+    if (results.length > 1 && results.every((r) => r.ok)) {
+      const idles = results.map((r) => (r.ok ? r.medianW.toFixed(1) : "?"));
+      process.stdout.write(
+        `paste into the tensor-parallel Node:  gpuIndex: [${cards.join(", ")}], idleW: [${idles.join(", ")}]\n`,
+      );
+    }
   }
-  const { ok: _ok, ...fields } = result;
-  process.stdout.write(parsed.json ? `${JSON.stringify(fields, null, 2)}\n` : formatIdle(result));
-  return 0;
+  return results.every((r) => r.ok) ? 0 : 2;
 }
 
 /**

@@ -10,8 +10,8 @@ import { NdjsonLog } from "../proxy/log.js";
 import type { ProxyOptions } from "../proxy/options.js";
 import { upstreamUrl } from "../proxy/options.js";
 import { type MeteringProxy, startProxy } from "../proxy/server.js";
-import { probeHost } from "../select/host.js";
 import { type Node, resolveNode } from "../rules/node.js";
+import { probeHost } from "../select/host.js";
 import { isGiulError } from "../vocabulary/errors.js";
 
 const USAGE = `Usage: giul-proxy --upstream URL --idle-w W [--gpu N] [options]
@@ -119,7 +119,11 @@ function readNode(file: string): Record<string, unknown> {
 const ALL = "all";
 
 /** Names the node and checks it, each error naming the flag (or the --node file) it came from. */
-function checkNode(node: Record<string, unknown>, flags: Record<string, unknown>, nodeFile: string | null): void {
+function checkNode(
+  node: Record<string, unknown>,
+  flags: Record<string, unknown>,
+  nodeFile: string | null,
+): void {
   const gpus = Array.isArray(node.gpuIndex) ? node.gpuIndex.join("-") : String(node.gpuIndex ?? 0);
   node.name ??= `giul-proxy-gpu${gpus}`;
   try {
@@ -129,7 +133,9 @@ function checkNode(node: Record<string, unknown>, flags: Record<string, unknown>
     const field = (error.field ?? "").replace(/\[\d+\]$/, "");
     const flag = NODE_FLAGS[field];
     const fromFlag = flag !== undefined && field.slice(5) in flags;
-    throw new Bad(fromFlag ? `${flag}: ${error.message}` : `--node ${nodeFile ?? "(flags)"}: ${error.message}`);
+    throw new Bad(
+      fromFlag ? `${flag}: ${error.message}` : `--node ${nodeFile ?? "(flags)"}: ${error.message}`,
+    );
   }
 }
 

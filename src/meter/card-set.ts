@@ -40,7 +40,9 @@ export class CardSet {
     const opened = await Promise.allSettled(this.parts.map((p) => p.open()));
     const refused = opened.find((o) => o.status === "rejected");
     if (refused === undefined) return;
-    await Promise.allSettled(this.parts.filter((_, i) => opened[i]?.status === "fulfilled").map((p) => p.close()));
+    await Promise.allSettled(
+      this.parts.filter((_, i) => opened[i]?.status === "fulfilled").map((p) => p.close()),
+    );
     throw (refused as PromiseRejectedResult).reason;
   }
 
@@ -62,6 +64,12 @@ export class CardSet {
   edgeTimes(): EdgeTimes {
     const cards = this.parts.map((p) => ({ index: p.card().index, ...p.edgeTimes() }));
     return { ...(this.parts[0] as PartWindow).edgeTimes(), cards };
+  }
+
+  /** CLOCK_MONOTONIC ns of the window's opening (or, `last`, its newest) edge: its first card's. */
+  edgeNs(last: boolean): bigint {
+    const t = (this.parts[0] as PartWindow).edgeTimes();
+    return (last ? (t.close ?? t.open) : t.open) as bigint;
   }
 
   result(

@@ -18,6 +18,23 @@ export interface StageMark {
   readonly maxConcurrency: number;
 }
 
+/** A stage of that name was marked. */
+export function hasStage(marks: readonly StageMark[], name: string): boolean {
+  for (let i = 0; i < marks.length; i++) if ((marks[i] as StageMark).name === name) return true;
+  return false;
+}
+
+/**
+ * The marks and `mark`, in a list of exact size: grown by push(), a list of one or two marks
+ * takes room for 17, kept as long as the window.
+ */
+export function withMark(before: readonly StageMark[], mark: StageMark): StageMark[] {
+  const marks: StageMark[] = new Array(before.length + 1);
+  for (let i = 0; i < before.length; i++) marks[i] = before[i] as StageMark;
+  marks[before.length] = mark;
+  return marks;
+}
+
 /** What one span (the window, or a stage) measured, before the rules. */
 export interface SpanOutcome {
   readonly measurement: SpanMeasurement | ShareMeasurement;

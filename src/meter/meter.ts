@@ -1,20 +1,14 @@
 import {
-  announceClose,
-  announceOpen,
   energyChannel,
-  oweEnergy,
-  publishEnergy,
   settleOwedEnergyWith,
-  type WindowOpenMessage,
   windowCloseChannel,
   windowOpenChannel,
 } from "../diagnostics.js";
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
 import type { Concurrency, Energy } from "../rules/energy.js";
 import { type Node, nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
-import { forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
-import { type Edge, NullTrack, type Track } from "../track/track.js";
-import { debug } from "../vocabulary/debug.js";
+import { cardUuid, forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
+import type { Track } from "../track/track.js";
 import { GiulError } from "../vocabulary/errors.js";
 import { type BackendName, fail } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
@@ -22,8 +16,9 @@ import { abandoned, Leftovers } from "./abandoned.js";
 import { CardSet } from "./card-set.js";
 import { CloseWait } from "./close.js";
 import { type EdgeTimes, WindowEvents } from "./events.js";
-import { measureWindow, type Outcome, type StageMark } from "./measure.js";
-import { type OpenedTrack, openTrackLater, openTrackNow } from "./open-track.js";
+import { hasStage, measureWindow, type Outcome, type StageMark, withMark } from "./measure.js";
+import { WindowMessages } from "./messages.js";
+import { failedOpening, type Opening, openTrackLater, openTrackNow } from "./open-track.js";
 import {
   checkIdleAgainstCard,
   checkOptions,
@@ -41,6 +36,7 @@ import {
   TOKEN_OPTIONS,
 } from "./options.js";
 import { chargeOutcome } from "./record.js";
+import { measureRun } from "./run.js";
 import { asyncDispose, runSyncHook } from "./sync.js";
 import { Witness } from "./witness.js";
 
@@ -48,9 +44,6 @@ export type { EdgeTimes } from "./events.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./options.js";
 
 type State = "new" | "opening" | "open" | "closing" | "closed";
-
-/** A window's track as open() got it, or no backend (selection null) where getting it failed. */
-type Opening = Omit<OpenedTrack, "selection"> & { readonly selection: Selection | null };
 
 const resolvedNodes = new WeakMap<Node, ResolvedNode>();
 
@@ -94,10 +87,7 @@ export class Meter {
   private closing: Promise<void> | null = null;
   /** What close() measured, its stages in the order of its marks. */
   private outcome: Outcome | null = null;
-  /** Its record is owed to `giul:energy` (it closed while the channel had subscribers), till published. */
-  private energyOwed = false;
-  /** Its `giul:window:open` message, handed on with its close and energy messages (then let go). */
-  private opening: WindowOpenMessage | null = null;
+  private readonly messages = new WindowMessages();
   /** A node of several cards: the window's part on each card (./card-set.ts), else null. */
   private readonly set: CardSet | null = null;
 
@@ -105,11 +95,11 @@ export class Meter {
     // A window whose record is still owed at the end of the tick it closed in: result() publishes it.
     settleOwedEnergyWith((window) => {
       const meter = window as Meter;
-      if (!meter.energyOwed) return;
+      if (!meter.messages.owed) return;
       try {
         meter.result();
       } catch {
-        meter.energyOwed = false; // a closed window's result() does not throw; were it to, owe nothing
+        meter.messages.owed = false; // a closed window's result() does not throw; were it to, owe nothing
       }
     });
   }
@@ -183,7 +173,7 @@ export class Meter {
       // function's frame is a few hundred bytes a window for the collector).
       opened = openTrackNow(this.node, this.forced, this.o.periodMs);
     } catch (error) {
-      opened = this.failedOpening(error);
+      opened = failedOpening(error);
     }
     if (opened === null) return this.openLater();
     try {
@@ -196,14 +186,13 @@ export class Meter {
 
   /** open() of a window over several cards: its part on each. */
   private async openSet(set: CardSet): Promise<this> {
-    try {
-      await set.open();
-    } catch (error) {
+    await set.open().catch((error: unknown) => {
       this.state = "new";
       throw error;
-    }
+    });
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers) this.announceOpen();
+    if (windowOpenChannel.hasSubscribers)
+      this.messages.opened(this, this.backend ?? "none", this.edgeNs(false));
     return this;
   }
 
@@ -213,17 +202,10 @@ export class Meter {
     try {
       opened = await openTrackLater(this.node, this.forced, this.o.periodMs);
     } catch (error) {
-      opened = this.failedOpening(error);
+      opened = failedOpening(error);
     }
     this.opened(opened);
     return this;
-  }
-
-  /** openTrack() never throws; this is belt and braces for the caller's sake: no backend, and why. */
-  private failedOpening(error: unknown): Opening {
-    const reason = `opening the window failed: ${String(error)}`;
-    debug("open failed: %s", String(error));
-    return { selection: null, track: new NullTrack(reason), notReady: reason };
   }
 
   /**
@@ -268,7 +250,8 @@ export class Meter {
     this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
     abandoned.add(this, this.leftovers);
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers && !this.isPart) this.announceOpen();
+    if (windowOpenChannel.hasSubscribers && !this.isPart)
+      this.messages.opened(this, this.backend ?? "none", this.edgeNs(false));
   }
 
   /**
@@ -283,44 +266,26 @@ export class Meter {
       );
     }
     checkStageName(name);
-    if (this.marked(name)) {
+    if (hasStage(this.marks, name)) {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
     if (this.set !== null) {
       this.set.mark(name, tokens);
-      this.addMark({ name, index: -1, tokens, maxConcurrency: 0 });
+      this.marks = withMark(this.marks, { name, index: -1, tokens, maxConcurrency: 0 });
       return;
     }
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
     ledger.mark(entries);
-    this.addMark({
+    this.marks = withMark(this.marks, {
       name,
       index: entries.events.length - 1,
       tokens,
       // Only now is it exact (the newest event); the mean comes from the events at the close.
       maxConcurrency: ledger.maxCountSince(start) | 0,
     });
-  }
-
-  private marked(name: string): boolean {
-    const marks = this.marks;
-    for (let i = 0; i < marks.length; i++) if ((marks[i] as StageMark).name === name) return true;
-    return false;
-  }
-
-  /**
-   * The marks so far and `mark`, in a list of exact size: grown by push(), a list of one or two
-   * marks takes room for 17, kept as long as the window.
-   */
-  private addMark(mark: StageMark): void {
-    const before = this.marks;
-    const marks: StageMark[] = new Array(before.length + 1);
-    for (let i = 0; i < before.length; i++) marks[i] = before[i] as StageMark;
-    marks[before.length] = mark;
-    this.marks = marks;
   }
 
   /**
@@ -394,13 +359,7 @@ export class Meter {
     const openEvent = entries.events[0] as LedgerEvent;
     const closeEvent = ledger.closeWindow(entries);
     if (windowCloseChannel.hasSubscribers && !this.isPart)
-      announceClose(
-        this,
-        this.opening,
-        this.selection?.backend ?? "none",
-        openEvent.edge.tNs,
-        closeEvent.edge.tNs,
-      );
+      this.messages.closed(this, this.selection?.backend ?? "none", openEvent.edge.tNs, closeEvent.edge.tNs);
     const concurrency = ledger.concurrency(openEvent, closeEvent);
     const contention = this.witness?.check(openEvent.edge.tNs, closeEvent.edge.tNs) ?? null;
     // One promise per closing window, resolved from the ledger's call of one waiter, not a chain
@@ -419,15 +378,13 @@ export class Meter {
     await set.close(this.syncFailure);
     this.state = "closed";
     if (windowCloseChannel.hasSubscribers)
-      announceClose(this, this.opening, set.backend ?? "none", this.edgeNs(false), this.edgeNs(true));
-    if (energyChannel.hasSubscribers) this.oweEnergy();
+      this.messages.closed(this, set.backend ?? "none", this.edgeNs(false), this.edgeNs(true));
+    if (energyChannel.hasSubscribers) this.messages.owe(this);
   }
 
   /** @internal The card this window is on (a part of a window over several cards). */
   card(): { readonly index: number; readonly uuid: string | null } {
-    const s = this.selection;
-    const known = s !== null && this.node.isLocal && s.backend !== "simulated" && (s.noKeyReason ?? null) === null;
-    return { index: this.node.gpuIndex, uuid: known ? (s.cardKey ?? null) : null };
+    return { index: this.node.gpuIndex, uuid: cardUuid(this.selection, this.node) };
   }
 
   /** @internal Nothing of this part can be measured: the window's sync hook failed, and why. */
@@ -461,7 +418,11 @@ export class Meter {
       const reason = `evaluating the window failed: ${String(error)}`;
       const openEdge = (entries.events[0] as LedgerEvent).edge;
       this.outcome = {
-        total: { measurement: fail(reason), seconds: seconds(openEdge, closeEvent.edge), concurrency },
+        total: {
+          measurement: fail(reason),
+          seconds: Number(closeEvent.edge.tNs - openEdge.tNs) / 1e9,
+          concurrency,
+        },
         stages: [],
       };
     } finally {
@@ -471,7 +432,7 @@ export class Meter {
       this.state = "closed";
     }
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
-    if (energyChannel.hasSubscribers && !this.isPart) this.oweEnergy();
+    if (energyChannel.hasSubscribers && !this.isPart) this.messages.owe(this);
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
@@ -485,7 +446,7 @@ export class Meter {
     );
     if (this.set !== null) {
       const facts = { joulesPer1kHint: this.o.hint, attribution: this.o.attribution };
-      return this.published(this.set.result(this.marks, facts, tokens));
+      return this.settled(this.set.result(this.marks, facts, tokens));
     }
     const energy = chargeOutcome(
       this.outcome as Outcome,
@@ -501,73 +462,38 @@ export class Meter {
       },
       tokens,
     );
-    return this.published(energy);
+    return this.settled(energy);
   }
 
   /** `energy`, published first where the record is owed. */
-  private published(energy: Energy): Energy {
-    if (this.energyOwed) {
-      this.energyOwed = false;
-      this.publishRecord(energy);
-    }
-    return energy;
+  private settled(energy: Energy): Energy {
+    return this.messages.settled(
+      this,
+      energy,
+      () => this.edgeNs(false),
+      () => this.edgeNs(true),
+    );
   }
 
   /** CLOCK_MONOTONIC ns of the window's opening (or, `last`, its newest) edge. */
   private edgeNs(last: boolean): bigint {
-    if (this.set !== null) {
-      const t = this.set.edgeTimes();
-      return (last ? (t.close ?? t.open) : t.open) as bigint;
-    }
+    if (this.set !== null) return this.set.edgeNs(last);
     return this.events.ns(last ? this.events.count() - 1 : 0);
-  }
-
-  /** Closed while `giul:energy` had subscribers: the first result() publishes the record, else the tick's flush. */
-  private oweEnergy(): void {
-    this.energyOwed = true;
-    oweEnergy(this);
-  }
-
-  /** `giul:window:open`. */
-  private announceOpen(): void {
-    this.opening = announceOpen(this, this.backend ?? "none", this.edgeNs(false));
-  }
-
-  /** `giul:energy` with `energy` (once closed). */
-  private publishRecord(energy: Energy): void {
-    const opening = this.opening;
-    this.opening = null;
-    publishEnergy(this, opening, energy, this.edgeNs(false), this.edgeNs(true));
   }
 
   /**
    * Opens a window, runs fn, closes the window (also when fn throws, then rethrows) and returns
    * fn's value with what it cost.
    */
-  async measure<T>(
+  measure<T>(
     fn: (meter: Meter) => Promise<T> | T,
     measureOptions?: MeasureOptions<T>,
   ): Promise<{ value: T; energy: Energy }> {
-    if (typeof fn !== "function")
-      throw optionError("fn", `measure() needs a function, got ${describeValue(fn)}`);
-    const options = checkOptions<MeasureOptions<T>>("options", measureOptions, TOKEN_OPTIONS);
-    await this.open();
-    let value: T;
-    try {
-      value = await fn(this);
-    } finally {
-      await this.close();
-    }
-    const tokens = typeof options.tokens === "function" ? (options.tokens(value) ?? null) : options.tokens;
-    return { value, energy: this.result({ tokens: tokens ?? null }) };
+    return measureRun(this, fn, measureOptions);
   }
 
   /** `await using m = await Meter.forNode(node).open()` closes the window at the end of the block. */
   async [asyncDispose](): Promise<void> {
     if (this.state === "open" || this.state === "closing") await this.close();
   }
-}
-
-function seconds(from: Edge, to: Edge): number {
-  return Number(to.tNs - from.tNs) / 1e9;
 }

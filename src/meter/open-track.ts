@@ -9,6 +9,7 @@
 import type { ResolvedNode } from "../rules/node.js";
 import { type Selection, select, selectNow } from "../select/index.js";
 import { NullTrack, type Track } from "../track/track.js";
+import { debug } from "../vocabulary/debug.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 
 export interface OpenedTrack {
@@ -17,6 +18,16 @@ export interface OpenedTrack {
   readonly track: Track;
   /** Why the window cannot be measured, or null. */
   readonly notReady: string | null;
+}
+
+/** A window's track as open() got it, or no backend (selection null) where getting it failed. */
+export type Opening = Omit<OpenedTrack, "selection"> & { readonly selection: Selection | null };
+
+/** openTrack() never throws; this is belt and braces for the caller's sake: no backend, and why. */
+export function failedOpening(error: unknown): Opening {
+  const reason = `opening the window failed: ${String(error)}`;
+  debug("open failed: %s", String(error));
+  return { selection: null, track: new NullTrack(reason), notReady: reason };
 }
 
 const TIMED_OUT: unique symbol = Symbol("timed out");

@@ -23,8 +23,8 @@ import type { Energy } from "../rules/energy.js";
 import { endToEnd, field, requestHeaders, sendError, without } from "./headers.js";
 import type { ResolvedProxyOptions } from "./options.js";
 import {
-  clientRecord,
   CARDS_FIELD,
+  clientRecord,
   ENERGY_FIELDS,
   energyComment,
   energyHeaders,

@@ -127,7 +127,9 @@ export class ProxyMetrics {
         "# TYPE giul_card_request_energy_joules_total counter",
       );
       this.cardIds.forEach((id, i) => {
-        out.push(`giul_card_request_energy_joules_total{hw_id="${escapeLabel(id)}",hw_type="gpu"} ${num(this.cardJoules[i] as number)}`);
+        out.push(
+          `giul_card_request_energy_joules_total{hw_id="${escapeLabel(id)}",hw_type="gpu"} ${num(this.cardJoules[i] as number)}`,
+        );
       });
     }
     const named = (card: CardGauges) => {
@@ -136,7 +138,8 @@ export class ProxyMetrics {
     };
     out.push("# HELP hw_power_watts Instantaneous power of the card (W).", "# TYPE hw_power_watts gauge");
     for (const card of cards)
-      if (card.watts != null && Number.isFinite(card.watts)) out.push(`hw_power_watts{${named(card)}} ${card.watts}`);
+      if (card.watts != null && Number.isFinite(card.watts))
+        out.push(`hw_power_watts{${named(card)}} ${card.watts}`);
     out.push(
       "# HELP hw_energy_joules_total Energy consumed by the card (J): its energy counter, or the integral of its power since sampling started.",
       "# TYPE hw_energy_joules_total counter",

@@ -124,9 +124,12 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
   const several = cards.length > 1;
   const backends = new Set(cards.map((c) => c.selection.backend));
   const backend = backends.size === 1 ? (cards[0] as ProxyCard).selection.backend : "mixed";
-  const reasons = cards.flatMap((c) => (c.reason === null ? [] : [several ? `GPU ${c.index}: ${c.reason}` : c.reason]));
+  const reasons = cards.flatMap((c) =>
+    c.reason === null ? [] : [several ? `GPU ${c.index}: ${c.reason}` : c.reason],
+  );
   const reason = reasons.length === 0 ? null : reasons.join("; ");
-  const hwId = (index: number) => (node.isLocal ? `gpu${index}` : several ? `${node.name}/gpu${index}` : node.name);
+  const hwId = (index: number) =>
+    node.isLocal ? `gpu${index}` : several ? `${node.name}/gpu${index}` : node.name;
   const metrics = new ProxyMetrics(
     several ? cards.map((c) => hwId(c.index)).join(",") : hwId(node.gpuIndex),
     several ? cards.map((c) => hwId(c.index)) : null,

@@ -121,7 +121,8 @@ function sum(
     const reason = ownReason(p.energy.reason);
     if (reason !== null) notes.push(`${label(p)}: ${reason}`);
   }
-  if (backends.size > 1) notes.push(`cards measured by ${parts.map((p) => `${p.index} ${p.energy.backend}`).join(", ")}`);
+  if (backends.size > 1)
+    notes.push(`cards measured by ${parts.map((p) => `${p.index} ${p.energy.backend}`).join(", ")}`);
   let joules: number | null = null;
   let method: Energy["method"] = "sampled";
   if (notSampled.length === 0) {
@@ -132,7 +133,11 @@ function sum(
     notes.push(`estimated from joulesPer1kHint ${facts.joulesPer1kHint} × ${tokens} tokens`);
   } else {
     method = "unknown";
-    notes.push(facts.joulesPer1kHint === null ? "no joulesPer1kHint to estimate from" : "no token count to estimate from");
+    notes.push(
+      facts.joulesPer1kHint === null
+        ? "no joulesPer1kHint to estimate from"
+        : "no token count to estimate from",
+    );
   }
   const stages = Object.keys(stagesIn).length === 0 ? Object.freeze({}) : Object.freeze(stagesIn);
   return new Energy({

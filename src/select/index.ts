@@ -39,6 +39,12 @@ export interface Selection {
   readonly noKeyReason?: string | null;
 }
 
+/** The UUID of a selection's card, where it is one (not a simulated card's name nor an index). */
+export function cardUuid(selection: Selection | null, node: ResolvedNode): string | null {
+  if (selection === null || !node.isLocal || selection.backend === "simulated") return null;
+  return (selection.noKeyReason ?? null) === null ? (selection.cardKey ?? null) : null;
+}
+
 /** Forced backends already known not to work, by card: forNode can refuse them at once. */
 const forcedFailures = new Map<string, string>();
 
@@ -66,7 +72,10 @@ const cache = new Map<string, CacheEntry>();
 export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName | null {
   const raw = env.GIUL_BACKEND;
   if (raw === undefined || raw === "") return null;
-  if (!(BACKEND_NAMES as readonly string[]).includes(raw) || ["remote_agent", "simulated", "mixed"].includes(raw)) {
+  if (
+    !(BACKEND_NAMES as readonly string[]).includes(raw) ||
+    ["remote_agent", "simulated", "mixed"].includes(raw)
+  ) {
     throw new GiulError(
       "INVALID_OPTION",
       `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, smi_sampler, none`,
