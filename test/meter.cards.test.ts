@@ -204,6 +204,34 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     await sleep(300); // let the card recover for the next test
   });
 
+  it("meters several cards of one remote giul-agent (?gpu= per card)", async () => {
+    const { startAgent } = await import("../src/agent/server.js");
+    const agent = await startAgent({ port: 0, gpus: [1, 3], warn: () => {} });
+    try {
+      const remote = {
+        name: "remote-tp",
+        isLocal: false,
+        powerEndpoint: agent.url,
+        gpuIndex: [1, 3],
+        idleW: [IDLE[1] as number, IDLE[3] as number],
+        timeoutMs: 2000,
+      };
+      const m = await Meter.forNode(remote).open();
+      await sleep(400);
+      await m.close();
+      const e = m.result();
+      expect(e.backend).toBe("remote_agent");
+      expect(e.cards?.map((c) => c.index)).toEqual([1, 3]);
+      expectWithinBar(e, truth([m], [1, 3]).shares[0] as number);
+      for (const c of e.cards ?? []) {
+        const exact = truth([m], [c.index]).shares[0] as number;
+        expect(Math.abs((c.joules as number) - exact)).toBeLessThanOrEqual(c.uncertaintyJoules as number);
+      }
+    } finally {
+      await agent.close();
+    }
+  });
+
   it("refuses bad node fields with the field named", () => {
     const bad: [unknown, RegExp][] = [
       [{ name: "n", gpuIndex: [], idleW: 40 }, /node\.gpuIndex: expected at least one/],

@@ -266,10 +266,23 @@ export function nodesOfCards(node: ResolvedNode): readonly ResolvedNode[] {
   if (nodes === undefined) {
     nodes = Object.freeze(
       node.cards.map((card) =>
-        resolved({ ...node, gpuIndex: card.gpuIndex, idleW: card.idleW, cards: Object.freeze([card]) }),
+        resolved({
+          ...node,
+          gpuIndex: card.gpuIndex,
+          idleW: card.idleW,
+          cards: Object.freeze([card]),
+          // A remote node's cards are the agent's: each named to it by ?gpu=.
+          powerEndpoint: node.powerEndpoint === null ? null : withGpu(node.powerEndpoint, card.gpuIndex),
+        }),
       ),
     );
     cardNodes.set(node, nodes);
   }
   return nodes;
+}
+
+function withGpu(endpoint: string, gpuIndex: number): string {
+  const url = new URL(endpoint);
+  url.searchParams.set("gpu", String(gpuIndex));
+  return url.href;
 }

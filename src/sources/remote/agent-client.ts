@@ -145,13 +145,24 @@ export function getJson(
   });
 }
 
-/** The agent's base URL from a node's powerEndpoint ("http://h:9402" or "http://h:9402/power"). */
+/**
+ * The agent's base URL from a node's powerEndpoint ("http://h:9402" or "http://h:9402/power"),
+ * keeping `?gpu=N` (which of the agent's cards: a node of several cards names each so).
+ */
 export function agentBase(endpoint: string): URL {
   const url = new URL(endpoint);
-  url.search = "";
+  const gpu = url.searchParams.get("gpu");
+  url.search = gpu === null ? "" : `?gpu=${encodeURIComponent(gpu)}`;
   url.hash = "";
   if (url.pathname.endsWith("/power")) url.pathname = url.pathname.slice(0, -"power".length);
   if (!url.pathname.endsWith("/")) url.pathname += "/";
+  return url;
+}
+
+/** `path` (power, energy) at the agent's base, for the base's card. */
+export function agentUrl(base: URL, path: string): URL {
+  const url = new URL(path, base);
+  url.search = base.search;
   return url;
 }
 
@@ -173,7 +184,7 @@ export async function fetchAgentPower(
 ): Promise<Result<PythonPower>> {
   let url: URL;
   try {
-    url = new URL("power", agentBase(endpoint));
+    url = agentUrl(agentBase(endpoint), "power");
   } catch {
     return fail(`not a URL: ${endpoint}`);
   }

@@ -17,7 +17,14 @@ import type { Edge, EdgeError, IntervalMeasurement, Track } from "../../track/tr
 import { Backoff } from "../../vocabulary/backoff.js";
 import { type Check, fail, OK, ok, type SpanMeasurement } from "../../vocabulary/measurement.js";
 import { parsePower } from "../../vocabulary/wire.js";
-import { agentBase, agentCardReader, DEFAULT_TIMEOUT_MS, getJson, httpFailure } from "./agent-client.js";
+import {
+  agentBase,
+  agentCardReader,
+  agentUrl,
+  DEFAULT_TIMEOUT_MS,
+  getJson,
+  httpFailure,
+} from "./agent-client.js";
 import { ExactTrack } from "./exact.js";
 import { PolledTrack } from "./poll.js";
 
@@ -77,7 +84,7 @@ export class RemoteTrack implements Track {
 
   /** Tells the agent's kind from its /power. Never rejects. */
   private async probe(): Promise<string | null> {
-    const url = new URL("power", this.base);
+    const url = agentUrl(this.base, "power");
     const r = await getJson(url, this.timeoutMs, this.clock);
     let reason: string | null;
     if (!r.ok) reason = `the giul-agent at ${url.href} did not answer: ${r.reason}`;

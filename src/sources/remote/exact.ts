@@ -23,7 +23,7 @@ import type { Edge, EdgeError, IntervalMeasurement, Track } from "../../track/tr
 import { debug } from "../../vocabulary/debug.js";
 import { type Check, type Failure, fail, OK, type SpanMeasurement } from "../../vocabulary/measurement.js";
 import { EDGE_AGE_HEADER, EDGE_AGE_MAX_NS, type EnergyWire, parseEnergy } from "../../vocabulary/wire.js";
-import { getJson, httpFailure } from "./agent-client.js";
+import { agentUrl, getJson, httpFailure } from "./agent-client.js";
 
 /** Requests to /energy out at once before the next edges wait for one to come back. */
 const MAX_IN_FLIGHT = 2;
@@ -97,7 +97,7 @@ export class ExactTrack implements Track {
       clearTimeout(this.batchTimer);
       this.batchTimer = null;
     }
-    const url = new URL("energy", this.base);
+    const url = agentUrl(this.base, "energy");
     // The agent reads the batch's newest edge, however long this loop held the request back: the
     // edges are taken in time order, and each older one is placed from it (placeEdge).
     const newest = edges[edges.length - 1] as RemoteEdge;
