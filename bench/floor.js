@@ -10,6 +10,7 @@
 //          [--sizes 1,100,1000] [--quick]
 //   --before: another build's dist/ (with its own addon beside it), measured alternately as
 //   "before"; the child: node bench/floor.js --child <bare|meter> <n> <rounds> (GIUL_BENCH_DIST).
+//   GIUL_BENCH_CARDS=K: every window spans K cards of the double (a tensor-parallel node).
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -40,13 +41,15 @@ function processCpuNs() {
 
 async function child(variant, n, rounds) {
   const dir = mkdtempSync(join(tmpdir(), "giul-bench-floor-"));
-  squareWaveScenario(dir);
+  const cards = Number(process.env.GIUL_BENCH_CARDS ?? "1");
+  squareWaveScenario(dir, { cards });
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
   let make = null;
   if (variant === "meter") {
     const dist = process.env.GIUL_BENCH_DIST ?? join(root, "dist");
     const { Meter } = await import(pathToFileURL(join(dist, "index.js")).href);
-    const node = Object.freeze({ name: "bench", gpuIndex: 0, idleW: 60 });
+    const gpuIndex = cards > 1 ? Array.from({ length: cards }, (_, i) => i) : 0;
+    const node = Object.freeze({ name: "bench", gpuIndex, idleW: 60 });
     make = () => Meter.forNode(node, { joulesPer1kHint: 4000 });
   }
   const cpu = [];

@@ -11,7 +11,7 @@ import { pathToFileURL } from "node:url";
  * drawing 300 W with a 100 W swing every 50 ms, for an hour from now. `device` adds keys to the
  * device line (e.g. "power_mode=instant"), `latencyUs` makes every NVML call sleep that long.
  */
-export function squareWaveScenario(dir, { device = "", latencyUs = 0 } = {}) {
+export function squareWaveScenario(dir, { device = "", latencyUs = 0, cards = 1 } = {}) {
   const scenario = join(dir, "scenario.txt");
   const pts = [];
   for (let t = 0; t < 3_600_000; t += 50)
@@ -19,7 +19,11 @@ export function squareWaveScenario(dir, { device = "", latencyUs = 0 } = {}) {
   const latency = latencyUs > 0 ? `latency_us ${latencyUs}\n` : "";
   writeFileSync(
     scenario,
-    `t0_ns ${process.hrtime.bigint()}\n${latency}device 0 counter_step_ms=10 ${device}\npower 0 ${pts.join(" ")}\n`,
+    `t0_ns ${process.hrtime.bigint()}\n${latency}` +
+      Array.from(
+        { length: cards },
+        (_, i) => `device ${i} counter_step_ms=10 ${device}\npower ${i} ${pts.join(" ")}\n`,
+      ).join(""),
   );
   process.env.GIUL_FAKE_NVML_SCENARIO = scenario;
   return scenario;

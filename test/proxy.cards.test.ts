@@ -82,6 +82,13 @@ describe.runIf(ready)("giul-proxy over several cards", () => {
     expect(res.headers["x-energy-method"]).toBe("sampled");
     const cardsHeader = String(res.headers["x-energy-cards"]);
     expect(cardsHeader.split(", ").map((p) => p.split(":")[0])).toEqual(["0", "1", "2", "3"]);
+    // A stream: the comment before [DONE] carries the record with every card, the trailers announce them.
+    const streamed = await raw(url, "/v1/chat/completions", {
+      body: chat({ stream: true, max_tokens: 6, stub: { itl_ms: 20 } }),
+    });
+    const comment = /: energy (\{.*\})\n\ndata: \[DONE\]/.exec(streamed.body.toString());
+    expect(JSON.parse(comment?.[1] as string).cards).toHaveLength(4);
+    expect(String(streamed.headers.trailer)).toMatch(/x-energy-cards/);
     run.proc.kill("SIGTERM");
     const exit = await run.exit;
     expect(exit.code).toBe(0);

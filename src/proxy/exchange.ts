@@ -49,6 +49,8 @@ export interface Upstream {
 
 export interface ExchangeContext {
   readonly options: ResolvedProxyOptions;
+  /** The node has several cards: the trailers also carry each card's part. */
+  readonly severalCards: boolean;
   readonly upstream: Upstream;
   /** A new window on the node's card (not yet open). */
   readonly meter: () => Meter;
@@ -235,7 +237,11 @@ export class Exchange {
     const trailers = this.canTrail();
     if (this.mode === "sse" || trailers) headers = without(headers, CONTENT_LENGTH);
     headers.push("x-energy-request-id", this.id);
-    if (trailers) headers.push("Trailer", ENERGY_FIELDS.join(", "));
+    if (trailers)
+      headers.push(
+        "Trailer",
+        (this.ctx.severalCards ? [...ENERGY_FIELDS, CARDS_FIELD] : ENERGY_FIELDS).join(", "),
+      );
     this.res.sendDate = false;
     this.res.writeHead(this.status as number, (this.ures as IncomingMessage).statusMessage, headers);
   }

@@ -153,6 +153,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
   const inFlight = new Set<Promise<void>>();
   const ctx: ExchangeContext = {
     options: o,
+    severalCards: several,
     upstream,
     meter: () => Meter.forNode(node, meterOptions),
     unmetered: (why: string, seconds: number, tokens: number | null): Energy =>
