@@ -20,9 +20,16 @@ export type { EdgeTimes, MarkOptions, MeasureOptions, MeterOptions, ResultOption
 export { Meter } from "./meter/meter.js";
 export type { NodeState, PoolFit, ProbeOptions } from "./probe.js";
 export { poolFits, probeNode } from "./probe.js";
-export type { Attribution, Concurrency, EnergyRecord, Method } from "./rules/energy.js";
+export type {
+  Attribution,
+  CardEnergy,
+  CardRecord,
+  Concurrency,
+  EnergyRecord,
+  Method,
+} from "./rules/energy.js";
 export { Energy } from "./rules/energy.js";
-export type { Node, ResolvedNode } from "./rules/node.js";
+export type { Node, NodeCard, ResolvedNode } from "./rules/node.js";
 export { resolveNode } from "./rules/node.js";
 export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./vocabulary/errors.js";
 export { GiulError, isGiulError } from "./vocabulary/errors.js";
