@@ -158,9 +158,19 @@ describe.runIf(ready)("giul-agent", () => {
     expect(p.gpu).toBe(1);
     expect((await get("/power?gpu=5")).status).toBe(404);
     // A malformed parameter is a bad request that names it, not "no such card".
-    const bad = await get("/power?gpu=abc");
+    const bad = await get("/power?gpu=a%20b");
     expect(bad.status).toBe(400);
-    expect(JSON.parse(bad.text).error).toMatch(/^gpu: expected a card index \(0\.\.1023\), got "abc"$/);
+    expect(JSON.parse(bad.text).error).toMatch(
+      /^gpu: expected a card index \(0\.\.1023\) or UUID, got "a b"$/,
+    );
+    // A well-formed UUID that no served card has: no such card, with the cards it does serve.
+    const absent = await get("/power?gpu=GPU-00000000-dead");
+    expect(absent.status).toBe(404);
+    expect(JSON.parse(absent.text).error).toMatch(/^this agent serves gpu /);
+    // A card named by its UUID (what a remote Node's gpuUuid asks for).
+    const named = await get("/power?gpu=GPU-00000000-0000-0000-0000-000000000001");
+    expect(named.status).toBe(200);
+    expect(JSON.parse(named.text).gpu).toBe(1);
     const unknown = await get("/energy?card=1");
     expect(unknown.status).toBe(400);
     expect(JSON.parse(unknown.text).error).toMatch(/"card": unknown parameter/);

@@ -42,7 +42,7 @@ function partOn(m: MeterT, index: number): TruthWindow | null {
   const t = m.edgeTimes();
   const part =
     t.cards === undefined
-      ? m.node.gpuIndex === index
+      ? m.node.gpuIndex === index || m.node.cards[0]?.gpuUuid === uuid(index)
         ? t
         : undefined
       : t.cards.find((c) => c.index === index);
@@ -142,7 +142,7 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     expect(json.cards?.[2]).toMatchObject({ uuid: uuid(2), backend: "nvml_counter", contended: false });
     // Each card's part is within its own bar of the card's exact share.
     for (const card of parts) {
-      const { shares: s } = truth(windows, [card.index]);
+      const { shares: s } = truth(windows, [card.index as number]);
       expect(Math.abs((card.joules as number) - (s[0] as number))).toBeLessThanOrEqual(
         card.uncertaintyJoules as number,
       );
@@ -224,12 +224,83 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
       expect(e.cards?.map((c) => c.index)).toEqual([1, 3]);
       expectWithinBar(e, truth([m], [1, 3]).shares[0] as number);
       for (const c of e.cards ?? []) {
-        const exact = truth([m], [c.index]).shares[0] as number;
+        const exact = truth([m], [c.index as number]).shares[0] as number;
         expect(Math.abs((c.joules as number) - exact)).toBeLessThanOrEqual(c.uncertaintyJoules as number);
       }
+      // The same cards named to the agent by UUID: their indices are the agent's, unknown here.
+      const { gpuIndex: _byIndex, ...agentNode } = remote;
+      const named = await Meter.forNode({
+        ...agentNode,
+        gpuUuid: [uuid(3), uuid(1)],
+        idleW: [IDLE[3] as number, IDLE[1] as number],
+      }).open();
+      await sleep(300);
+      await named.close();
+      const n = named.result();
+      expect(n.method, n.reason ?? "").toBe("sampled");
+      expect(n.cards?.map((c) => [c.index, c.uuid])).toEqual([
+        [null, uuid(3)],
+        [null, uuid(1)],
+      ]);
+      const t = named.edgeTimes();
+      const exact = [3, 1].reduce((sum, card, i) => {
+        const part = t.cards?.[i];
+        const w = {
+          open: part?.open as bigint,
+          close: part?.close as bigint,
+          weights: (part?.weights ?? []).map((x) => [x.tNs, x.weight] as const),
+        };
+        const fs = fairShare([w], (a, b) => sc.energyJ(card, a, b), IDLE[card] as number);
+        return sum + (fs.shares[0] as number);
+      }, 0);
+      expect(Math.abs((n.joules as number) - exact)).toBeLessThanOrEqual(n.uncertaintyJoules as number);
     } finally {
       await agent.close();
     }
+  });
+
+  it("names cards by UUID: found among NVML's cards, sharing each with windows that name it by index", async () => {
+    // Cards 6 and 1 by UUID (in that order), card 4 by UUID and by index at once.
+    const windows = await Promise.all([
+      Meter.forNode({
+        name: "tp-uuid",
+        gpuUuid: [uuid(6), uuid(1)],
+        idleW: [IDLE[6], IDLE[1]],
+      } as never).open(),
+      Meter.forNode({ name: "one-uuid", gpuUuid: uuid(4), idleW: IDLE[4] } as never).open(),
+      Meter.forNode(node("one-index", 4), { weight: 3 }).open(),
+    ]);
+    await sleep(250);
+    for (const m of windows) await m.close();
+    const [tp, byUuid, byIndex] = windows.map((m) => m.result()) as [EnergyT, EnergyT, EnergyT];
+    expect(tp.cards?.map((c) => [c.index, c.uuid])).toEqual([
+      [6, uuid(6)],
+      [1, uuid(1)],
+    ]);
+    expectWithinBar(tp, truth([windows[0] as MeterT], [6, 1]).shares[0] as number);
+    // Card 4 is one card on one ledger whatever it is called: weights 1 and 3 share it.
+    const { shares, union } = truth(windows.slice(1), [4]);
+    expectWithinBar(byUuid, shares[0] as number);
+    expectWithinBar(byIndex, shares[1] as number);
+    expect(Math.abs((byUuid.joules as number) + (byIndex.joules as number) - union)).toBeLessThanOrEqual(
+      (byUuid.uncertaintyJoules as number) + (byIndex.uncertaintyJoules as number),
+    );
+    expect(byUuid.cards).toBeNull();
+  });
+
+  it("says which UUID no card has, and never charges a zero for it", async () => {
+    const absent = "GPU-7e57ca4d-0000-4000-8000-0000000000ff";
+    const m = await Meter.forNode({ name: "absent", gpuUuid: [uuid(2), absent], idleW: 40 } as never, {
+      joulesPer1kHint: 2000,
+    }).open();
+    await sleep(100);
+    await m.close();
+    const e = m.result({ tokens: 50 });
+    expect(e.method).toBe("estimated");
+    expect(e.joules).toBe(100);
+    expect(e.reason).toContain(`no card on this host has UUID ${absent}`);
+    expect(e.cards?.[1]).toMatchObject({ index: null, uuid: absent, method: "unknown", joules: null });
+    expect(e.cards?.[0]).toMatchObject({ index: 2, method: "sampled" });
   });
 
   it("refuses bad node fields with the field named", () => {
@@ -245,6 +316,20 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
       [
         { name: "n", gpuIndex: 0, idleW: [40, 41] },
         /node\.idleW: expected one idle draw per card of gpuIndex \(1\)/,
+      ],
+      [
+        { name: "n", gpuIndex: 0, gpuUuid: uuid(0), idleW: 40 },
+        /node\.gpuUuid: name the cards by gpuIndex or by gpuUuid, not both/,
+      ],
+      [{ name: "n", gpuUuid: [uuid(0), "a b"], idleW: 40 }, /node\.gpuUuid\[1\]: expected a card's UUID/],
+      [
+        { name: "n", gpuUuid: [uuid(0), uuid(0)], idleW: 40 },
+        /node\.gpuUuid\[1\]: card GPU-\S+ is listed twice/,
+      ],
+      [{ name: "n", gpuUuid: [], idleW: 40 }, /node\.gpuUuid: expected at least one card UUID/],
+      [
+        { name: "n", gpuUuid: [uuid(0), uuid(1)], idleW: [40, 41, 42] },
+        /node\.idleW: expected one idle draw per card of gpuUuid \(2\)/,
       ],
     ];
     for (const [n, message] of bad) {

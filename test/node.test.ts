@@ -22,7 +22,7 @@ describe("Node validation", () => {
       name: "iris",
       gpuIndex: 0,
       idleW: 0,
-      cards: [{ gpuIndex: 0, idleW: 0 }],
+      cards: [{ gpuIndex: 0, gpuUuid: null, idleW: 0 }],
       isLocal: true,
       powerEndpoint: null,
       timeoutMs: 500,
@@ -35,11 +35,28 @@ describe("Node validation", () => {
 
   it("takes several cards, with one idle floor for all or one per card", () => {
     expect(resolveNode({ name: "tp", gpuIndex: [2, 3], idleW: 40 }).cards).toEqual([
-      { gpuIndex: 2, idleW: 40 },
-      { gpuIndex: 3, idleW: 40 },
+      { gpuIndex: 2, gpuUuid: null, idleW: 40 },
+      { gpuIndex: 3, gpuUuid: null, idleW: 40 },
     ]);
     const n = resolveNode({ name: "tp", gpuIndex: [2, 3], idleW: [40, 45] });
-    expect([n.gpuIndex, n.idleW, n.cards[1]]).toEqual([2, 40, { gpuIndex: 3, idleW: 45 }]);
+    expect([n.gpuIndex, n.idleW, n.cards[1]]).toEqual([2, 40, { gpuIndex: 3, gpuUuid: null, idleW: 45 }]);
+  });
+
+  it("takes cards by UUID instead, found when a window opens; a remote one named so to its agent", () => {
+    const u = ["GPU-aaaa-1", "GPU-bbbb-2"];
+    const n = resolveNode({ name: "tp", gpuUuid: u, idleW: [40, 45] });
+    expect(n.cards).toEqual([
+      { gpuIndex: -1, gpuUuid: u[0], idleW: 40 },
+      { gpuIndex: -1, gpuUuid: u[1], idleW: 45 },
+    ]);
+    const remote = resolveNode({
+      name: "r",
+      gpuUuid: u[1] as string,
+      idleW: 40,
+      isLocal: false,
+      powerEndpoint: "http://10.0.0.7:9402",
+    });
+    expect(new URL(remote.powerEndpoint as string).searchParams.get("gpu")).toBe(u[1] as string);
   });
 
   it("requires idleW, finite and ≥ 0, and never guesses it", () => {

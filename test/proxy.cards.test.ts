@@ -17,6 +17,7 @@ const ready = built([CLI, FAKE_NVML, ADDON], "giul-proxy (dist/cli/proxy.js), th
 const POWER = [200, 250, 300, 350];
 const IDLE = [40, 42, 44, 46];
 const sc = new Scenario({ devices: POWER.map((power) => ({ power })) });
+const uuid = (i: number) => `GPU-00000000-0000-0000-0000-${String(i).padStart(12, "0")}`;
 const dir = mkdtempSync(join(tmpdir(), "giul-proxy-cards-"));
 let stub: Awaited<ReturnType<typeof startStub>>;
 
@@ -112,12 +113,12 @@ describe.runIf(ready)("giul-proxy over several cards", () => {
     );
   });
 
-  it("serves every card's gauges and parts on /metrics", async () => {
+  it("serves every card's gauges and parts on /metrics (cards named by UUID)", async () => {
     const run = start([
       "--upstream",
       stub.url,
       "--gpu",
-      "0,2",
+      `${uuid(0)},${uuid(2)}`,
       "--idle-w",
       "40,44",
       "--listen",
@@ -154,6 +155,10 @@ describe.runIf(ready)("giul-proxy over several cards", () => {
     const cases: [string[], RegExp][] = [
       [[...up, "--idle-w", "40", "--gpu", "0,x"], /--gpu needs an integer/],
       [[...up, "--idle-w", "40", "--gpu", "0,0"], /--gpu: node\.gpuIndex\[1\]: card 0 is listed twice/],
+      [
+        [...up, "--idle-w", "40", "--gpu", `${uuid(1)},${uuid(1)}`],
+        /--gpu: node\.gpuUuid\[1\]: card GPU-\S+ is listed twice/,
+      ],
       [
         [...up, "--idle-w", "40,41", "--gpu", "0,1,2"],
         /--idle-w: node\.idleW: expected one idle draw per card of gpuIndex \(3\)/,

@@ -11,7 +11,7 @@
 import { EnergyTotal } from "../edges/energy-total.js";
 import { resolveNode } from "../rules/node.js";
 import { type CardIdentity, cardInUse } from "../select/in-use.js";
-import { forcedBackend, select } from "../select/index.js";
+import { cardUuid, forcedBackend, select } from "../select/index.js";
 import type { CardReader } from "../track/card.js";
 import type { LatestSample, Track, TrackReadings } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
@@ -77,6 +77,8 @@ export class DeviceMonitor {
   private sampler: Sampler | null = null;
   /** Reads the card's state, or null when the backend cannot (none). */
   private reader: CardReader | null = null;
+  /** The card's UUID once started, where NVML knows it (`?gpu=` may name the card by it). */
+  uuid: string | null = null;
   private state: DeviceState = EMPTY;
   private refreshing: Promise<void> | null = null;
   private readonly options: MonitorOptions;
@@ -102,6 +104,7 @@ export class DeviceMonitor {
         this.reason = String(error);
       }
       const selection = await select(node, forced);
+      this.uuid = cardUuid(selection, node);
       this.backend = selection.backend;
       this.reader = selection.reader ?? null;
       const track = selection.track;

@@ -5,7 +5,7 @@
  * - `GET /energy`  the cumulative energy at the request's arrival, for a remote meter's edges
  * - `GET /metrics` Prometheus text for every served card
  *
- * `?gpu=N` picks a served card (default: the first). HEAD is answered like GET without a body.
+ * `?gpu=N` (or the card's UUID) picks a served card (default: the first). HEAD is answered like GET without a body.
  * Anything else is 404 (unknown path) or 405 (another method); a request with a body is refused
  * (413) and its connection closed. Slow clients are cut off by the header and request timeouts,
  * idle keep-alive connections by the keep-alive timeout; the connections are capped in all and per
@@ -163,7 +163,8 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
   const pick = (url: URL): DeviceMonitor | null => {
     const raw = url.searchParams.get("gpu");
     if (raw === null) return monitors[0] ?? null;
-    return monitors.find((m) => m.gpu === Number(raw)) ?? null;
+    if (/^\d+$/.test(raw)) return monitors.find((m) => m.gpu === Number(raw)) ?? null;
+    return monitors.find((m) => m.uuid !== null && m.uuid.toLowerCase() === raw.toLowerCase()) ?? null;
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -195,8 +196,12 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       return;
     }
     const raw = url.searchParams.get("gpu");
-    if (raw !== null && !/^\d{1,4}$/.test(raw)) {
-      sendError(res, 400, `gpu: expected a card index (0..1023), got ${JSON.stringify(raw.slice(0, 40))}`);
+    if (raw !== null && !/^\d{1,4}$/.test(raw) && !/^[A-Za-z][A-Za-z0-9_.:-]{0,95}$/.test(raw)) {
+      sendError(
+        res,
+        400,
+        `gpu: expected a card index (0..1023) or UUID, got ${JSON.stringify(raw.slice(0, 40))}`,
+      );
       return;
     }
     const unknownParam = [...url.searchParams.keys()].find((k) => k !== "gpu");
@@ -204,13 +209,14 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       sendError(
         res,
         400,
-        `${JSON.stringify(unknownParam.slice(0, 40))}: unknown parameter; this agent takes ?gpu=N`,
+        `${JSON.stringify(unknownParam.slice(0, 40))}: unknown parameter; this agent takes ?gpu=N (an index or UUID)`,
       );
       return;
     }
     const monitor = pick(url);
     if (monitor === null) {
-      sendError(res, 404, `this agent serves gpu ${monitors.map((m) => m.gpu).join(", ")}`);
+      const served = monitors.map((m) => (m.uuid === null ? `${m.gpu}` : `${m.gpu} (${m.uuid})`));
+      sendError(res, 404, `this agent serves gpu ${served.join(", ")}`);
       return;
     }
     if (url.pathname === "/power") {

@@ -20,7 +20,7 @@ Options:
   --port N        TCP port (default 9402; 0 picks a free one)
   --host ADDR     address to bind (default 127.0.0.1). Bind the mesh address, not 0.0.0.0,
                   unless the node is otherwise firewalled
-  --gpu N[,M…]    card index(es) to serve (default 0); /power?gpu=M picks another
+  --gpu N[,M…]    card index(es) to serve (default 0); /power?gpu=M (an index or UUID) picks another
   --period-ms N   sampling period, 1..1000 ms (default 10)
   -h, --help      print this help
 

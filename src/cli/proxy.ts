@@ -29,7 +29,7 @@ Required:
   --idle-w W            the card's idle draw in watts, measured by you (or idleW in --node);
                         one per card, comma-separated, with several cards (or one for all)
 Card:
-  --gpu N               card index (default 0, or gpuIndex in --node); a tensor-parallel
+  --gpu N               card index or UUID (default 0, or gpuIndex in --node); a tensor-parallel
                         server: every card it runs on, --gpu 0,1,2,3, or --gpu all (every card
                         NVML sees). Each answer is charged its share on every card, summed;
                         the header x-energy-cards and the record's cards list each card
@@ -100,6 +100,7 @@ function address(flag: string, raw: string | undefined, host: string): { host: s
 const NODE_FLAGS: Record<string, string> = {
   "node.idleW": "--idle-w",
   "node.gpuIndex": "--gpu",
+  "node.gpuUuid": "--gpu",
   "node.servingMatch": "--serving-match",
 };
 
@@ -124,7 +125,8 @@ function checkNode(
   flags: Record<string, unknown>,
   nodeFile: string | null,
 ): void {
-  const gpus = Array.isArray(node.gpuIndex) ? node.gpuIndex.join("-") : String(node.gpuIndex ?? 0);
+  const named = node.gpuUuid ?? node.gpuIndex ?? 0;
+  const gpus = Array.isArray(named) ? named.join("-") : String(named);
   node.name ??= `giul-proxy-gpu${gpus}`;
   try {
     resolveNode(node as unknown as Node);
@@ -196,12 +198,17 @@ export function parseArgs(args: readonly string[]): Parsed {
           break;
         }
         case "--gpu": {
-          const v = text("a card index, a comma-separated list of them, or all");
+          const v = text("a card index or UUID, a comma-separated list of them, or all");
           if (v === "all") {
             flags.gpuIndex = ALL;
             break;
           }
-          const indices = v.split(",").map((x) => int("--gpu", x.trim(), 0, 1023));
+          const names = v.split(",").map((x) => x.trim());
+          if (names.every((x) => /^GPU-|^MIG-/i.test(x))) {
+            flags.gpuUuid = names.length === 1 ? names[0] : names;
+            break;
+          }
+          const indices = names.map((x) => int("--gpu", x, 0, 1023));
           flags.gpuIndex = indices.length === 1 ? indices[0] : indices;
           break;
         }
@@ -274,6 +281,9 @@ export function parseArgs(args: readonly string[]): Parsed {
     if (o.upstream === undefined) throw new Bad("--upstream is required: the inference server's URL");
     const base = nodeFile === null ? {} : readNode(nodeFile);
     const node = { ...base, ...flags } as Record<string, unknown>;
+    // --gpu names the cards, by index or UUID, over whichever the --node file used.
+    if ("gpuUuid" in flags) delete node.gpuIndex;
+    if ("gpuIndex" in flags) delete node.gpuUuid;
     if (node.idleW === undefined && nodeFile === null)
       throw new Bad(
         "--idle-w is required: the card's idle draw in watts, measured by you (or idleW in --node)",
@@ -348,7 +358,7 @@ export async function main(args: readonly string[]): Promise<number> {
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
   process.on("SIGHUP", () => sink?.reopen());
-  const gpu = parsed.options.node.gpuIndex ?? 0;
+  const gpu = parsed.options.node.gpuUuid ?? parsed.options.node.gpuIndex ?? 0;
   const gpus = Array.isArray(gpu) ? `GPUs ${gpu.join(", ")}` : `GPU ${gpu}`;
   const card = parsed.options.node.isLocal === false ? parsed.options.node.powerEndpoint : gpus;
   if (proxy.reason !== null)

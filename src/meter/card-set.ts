@@ -19,7 +19,7 @@ export interface PartWindow {
   result(): Energy;
   edgeTimes(): EdgeTimes;
   /** @internal The card it is on: index, and UUID where known. */
-  card(): { readonly index: number; readonly uuid: string | null };
+  card(): { readonly index: number | null; readonly uuid: string | null };
   /** @internal Nothing of it can be measured, and why (the window's sync hook failed). */
   failWith(reason: string): void;
 }

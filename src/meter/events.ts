@@ -16,7 +16,7 @@ export interface EdgeTimes {
    * A window over several cards: each card's part's own edges (within microseconds of the ones
    * above, which are its first card's).
    */
-  cards?: ({ index: number } & Omit<EdgeTimes, "cards">)[];
+  cards?: ({ index: number | null } & Omit<EdgeTimes, "cards">)[];
 }
 
 export class WindowEvents {

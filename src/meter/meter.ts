@@ -7,7 +7,7 @@ import {
 import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
 import type { Concurrency, Energy } from "../rules/energy.js";
 import { type Node, nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
-import { cardUuid, forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
+import { cardOf, forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
 import type { Track } from "../track/track.js";
 import { GiulError } from "../vocabulary/errors.js";
 import { type BackendName, fail } from "../vocabulary/measurement.js";
@@ -383,8 +383,8 @@ export class Meter {
   }
 
   /** @internal The card this window is on (a part of a window over several cards). */
-  card(): { readonly index: number; readonly uuid: string | null } {
-    return { index: this.node.gpuIndex, uuid: cardUuid(this.selection, this.node) };
+  card(): { readonly index: number | null; readonly uuid: string | null } {
+    return cardOf(this.selection, this.node);
   }
 
   /** @internal Nothing of this part can be measured: the window's sync hook failed, and why. */

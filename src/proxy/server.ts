@@ -24,7 +24,7 @@ import { answerClientErrors } from "../agent/connections.js";
 import { Meter, type MeterOptions } from "../meter/meter.js";
 import { type Energy, unmeasured } from "../rules/energy.js";
 import { nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
-import { forcedBackend, type Selection, select } from "../select/index.js";
+import { forcedBackend, nodeAtCard, type Selection, select } from "../select/index.js";
 import type { Track } from "../track/track.js";
 import { whileAlive } from "../vocabulary/alive.js";
 import { debug } from "../vocabulary/debug.js";
@@ -125,14 +125,16 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
   const backends = new Set(cards.map((c) => c.selection.backend));
   const backend = backends.size === 1 ? (cards[0] as ProxyCard).selection.backend : "mixed";
   const reasons = cards.flatMap((c) =>
-    c.reason === null ? [] : [several ? `GPU ${c.index}: ${c.reason}` : c.reason],
+    c.reason === null ? [] : [several ? `GPU ${c.index >= 0 ? c.index : c.uuid}: ${c.reason}` : c.reason],
   );
   const reason = reasons.length === 0 ? null : reasons.join("; ");
-  const hwId = (index: number) =>
-    node.isLocal ? `gpu${index}` : several ? `${node.name}/gpu${index}` : node.name;
+  const hwId = (c: ProxyCard) => {
+    const id = c.index >= 0 ? `gpu${c.index}` : (c.uuid ?? "gpu");
+    return node.isLocal ? id : several ? `${node.name}/${id}` : node.name;
+  };
   const metrics = new ProxyMetrics(
-    several ? cards.map((c) => hwId(c.index)).join(",") : hwId(node.gpuIndex),
-    several ? cards.map((c) => hwId(c.index)) : null,
+    several ? cards.map(hwId).join(",") : hwId(cards[0] as ProxyCard),
+    several ? cards.map(hwId) : null,
   );
   const https = o.upstream.protocol === "https:";
   const agentOptions = {
@@ -270,7 +272,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
     guard(admin);
   }
 
-  const cardGauges = (): CardGauges[] => cards.map((c) => ({ ...gauges(c), hwId: hwId(c.index) }));
+  const cardGauges = (): CardGauges[] => cards.map((c) => ({ ...gauges(c), hwId: hwId(c) }));
 
   let address: AddressInfo;
   let adminAddress: AddressInfo | null = null;
@@ -332,7 +334,10 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
 
 /** One card of the proxy's node: its backend, its track retained for the proxy's life, its name. */
 interface ProxyCard {
+  /** The card's index (−1: named by a UUID no card has here, or a remote card). */
   readonly index: number;
+  /** The UUID the node named it by, or null. */
+  readonly uuid: string | null;
   readonly selection: Selection;
   readonly track: Track | null;
   readonly reason: string | null;
@@ -350,7 +355,8 @@ async function proxyCard(card: ResolvedNode, periodMs: number): Promise<ProxyCar
     const ready = await whileAlive(track.ready());
     reason = ready.ok ? reason : ready.reason;
   }
-  const out: ProxyCard = { index: card.gpuIndex, selection, track, reason, name: null };
+  const uuid = card.cards[0]?.gpuUuid ?? null;
+  const out: ProxyCard = { index: nodeAtCard(card).gpuIndex, uuid, selection, track, reason, name: null };
   void selection.reader
     ?.readInfo()
     .then((info) => {

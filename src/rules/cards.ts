@@ -10,7 +10,7 @@ import { type Attribution, type CardEnergy, type Concurrency, Energy, SIMULATED 
 
 /** One card's part of the window, as charged on that card. */
 export interface CardPart {
-  readonly index: number;
+  readonly index: number | null;
   readonly uuid: string | null;
   readonly energy: Energy;
 }
@@ -41,6 +41,7 @@ export function chargeCards(
 }
 
 function label(p: CardPart): string {
+  if (p.index === null) return `card ${p.uuid}`;
   return p.uuid === null ? `card ${p.index}` : `card ${p.index} (${p.uuid})`;
 }
 

@@ -64,8 +64,8 @@ export interface ChargeContext {
 
 /** One card's part of a window over several cards (tensor parallel), charged by the same rules. */
 export interface CardEnergy {
-  /** The card's index (NVML / nvidia-smi, or the agent's). */
-  readonly index: number;
+  /** The card's index (NVML / nvidia-smi, or the agent's); null for a remote card named by UUID. */
+  readonly index: number | null;
   /** The card's UUID, where known. */
   readonly uuid: string | null;
   readonly backend: BackendName;
@@ -86,7 +86,7 @@ export interface CardEnergy {
 
 /** A card's part in the fleet record (an entry of `cards`). */
 export interface CardRecord {
-  index: number;
+  index: number | null;
   uuid: string | null;
   backend: BackendName;
   method: Method;

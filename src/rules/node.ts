@@ -18,7 +18,13 @@ export interface Node {
    */
   readonly gpuIndex?: number | readonly number[];
   /**
-   * The card's idle draw in watts (finite, ≥ 0), or one per card of `gpuIndex`, in its order (one
+   * The card named by its UUID instead (`"GPU-8f3c…"`, as `nvidia-smi -L` prints it), or one per
+   * card: the same card whatever CUDA_VISIBLE_DEVICES numbers it. Not with `gpuIndex`. A local
+   * card is found by NVML when a window first opens on it; a remote one is named so to its agent.
+   */
+  readonly gpuUuid?: string | readonly string[];
+  /**
+   * The card's idle draw in watts (finite, ≥ 0), or one per card of `gpuIndex` (or `gpuUuid`), in its order (one
    * number: every card's). Required.
    */
   readonly idleW: number | readonly number[];
@@ -48,16 +54,19 @@ export interface Node {
   readonly contentionIntervalMs?: number;
 }
 
-/** One card of a node: its index and its idle floor. */
+/** One card of a node: its index (or UUID) and its idle floor. */
 export interface NodeCard {
+  /** The card's index; −1 for a card named by UUID until a window has found it. */
   readonly gpuIndex: number;
+  /** The UUID the node named the card by, or null where it named it by index. */
+  readonly gpuUuid: string | null;
   readonly idleW: number;
 }
 
 /** A validated node with every default filled in. */
 export interface ResolvedNode {
   readonly name: string;
-  /** The card's index (a node of several cards: the first's; see `cards`). */
+  /** The card's index (a node of several cards: the first's; see `cards`); −1 for a card named by UUID. */
   readonly gpuIndex: number;
   /** The card's idle floor (a node of several cards: the first's; see `cards`). */
   readonly idleW: number;
@@ -75,6 +84,7 @@ export interface ResolvedNode {
 const KNOWN_KEYS: readonly (keyof Node)[] = [
   "name",
   "gpuIndex",
+  "gpuUuid",
   "idleW",
   "isLocal",
   "powerEndpoint",
@@ -107,12 +117,12 @@ export function resolveNode(node: Node): ResolvedNode {
   if (typeof raw.name !== "string" || raw.name.length === 0) {
     throw invalid("name", `expected a non-empty string, got ${describe(raw.name)}`);
   }
-  const cards = resolveCards(raw.gpuIndex, raw.idleW);
+  const cards = resolveCards(raw.gpuIndex, raw.gpuUuid, raw.idleW);
   const isLocal = raw.isLocal ?? true;
   if (typeof isLocal !== "boolean") {
     throw invalid("isLocal", `expected a boolean, got ${describe(raw.isLocal)}`);
   }
-  const powerEndpoint = raw.powerEndpoint ?? null;
+  let powerEndpoint = raw.powerEndpoint ?? null;
   if (powerEndpoint !== null) {
     if (typeof powerEndpoint !== "string") {
       throw invalid("powerEndpoint", `expected a URL string or null, got ${describe(powerEndpoint)}`);
@@ -132,6 +142,11 @@ export function resolveNode(node: Node): ResolvedNode {
       "powerEndpoint",
       "required when isLocal is false: the URL of the giul-agent on that node (a remote card cannot be metered from here otherwise)",
     );
+  }
+  const named = (cards[0] as NodeCard).gpuUuid;
+  if (cards.length === 1 && named !== null && powerEndpoint !== null && !isLocal) {
+    // A remote card named by UUID: named so to its agent (a node of several cards: each part).
+    powerEndpoint = withGpu(powerEndpoint, named);
   }
   const timeoutMs = raw.timeoutMs ?? 500;
   if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 60_000) {
@@ -205,19 +220,41 @@ function resolved(node: ResolvedNode): ResolvedNode {
   return node;
 }
 
-/** The node's cards: `gpuIndex` and `idleW`, each one value or a list (one idleW for all cards). */
-function resolveCards(rawIndex: unknown, rawIdle: unknown): readonly NodeCard[] {
-  const indices = rawIndex === undefined ? [0] : Array.isArray(rawIndex) ? rawIndex : [rawIndex];
-  if (indices.length === 0) throw invalid("gpuIndex", "expected at least one card index, got []");
-  const seen = new Set<number>();
-  indices.forEach((index: unknown, i: number) => {
-    const field = Array.isArray(rawIndex) ? `gpuIndex[${i}]` : "gpuIndex";
-    if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index > 1023) {
-      throw invalid(field, `expected a non-negative integer, got ${describe(index)}`);
+/** A card's UUID as NVML prints it (GPU-…, MIG-…): no spaces, no URL or label syntax. */
+const UUID_RE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,95}$/;
+
+/** The cards a node names: by `gpuIndex` (default 0) or by `gpuUuid`, one value or a list. */
+function cardNames(
+  rawIndex: unknown,
+  rawUuid: unknown,
+): { field: string; names: readonly (number | string)[] } {
+  if (rawIndex !== undefined && rawUuid !== undefined) {
+    throw invalid("gpuUuid", "name the cards by gpuIndex or by gpuUuid, not both");
+  }
+  const byUuid = rawUuid !== undefined;
+  const field = byUuid ? "gpuUuid" : "gpuIndex";
+  const raw = byUuid ? rawUuid : rawIndex;
+  const names = raw === undefined ? [0] : Array.isArray(raw) ? raw : [raw];
+  if (names.length === 0)
+    throw invalid(field, `expected at least one card ${byUuid ? "UUID" : "index"}, got []`);
+  const seen = new Set<unknown>();
+  names.forEach((name: unknown, i: number) => {
+    const at = Array.isArray(raw) ? `${field}[${i}]` : field;
+    if (byUuid && (typeof name !== "string" || !UUID_RE.test(name))) {
+      throw invalid(at, `expected a card's UUID as nvidia-smi -L prints it (GPU-…), got ${describe(name)}`);
     }
-    if (seen.has(index)) throw invalid(field, `card ${index} is listed twice`);
-    seen.add(index);
+    if (!byUuid && (typeof name !== "number" || !Number.isInteger(name) || name < 0 || name > 1023)) {
+      throw invalid(at, `expected a non-negative integer, got ${describe(name)}`);
+    }
+    if (seen.has(name)) throw invalid(at, `card ${name} is listed twice`);
+    seen.add(name);
   });
+  return { field, names: names as (number | string)[] };
+}
+
+/** The node's cards and their idle floors (`idleW`: one for all cards, or one per card). */
+function resolveCards(rawIndex: unknown, rawUuid: unknown, rawIdle: unknown): readonly NodeCard[] {
+  const { field: namedBy, names } = cardNames(rawIndex, rawUuid);
   if (rawIdle === undefined) {
     throw invalid(
       "idleW",
@@ -226,18 +263,18 @@ function resolveCards(rawIndex: unknown, rawIdle: unknown): readonly NodeCard[] 
   }
   let idles: readonly unknown[];
   if (Array.isArray(rawIdle)) {
-    if (rawIdle.length !== indices.length) {
+    if (rawIdle.length !== names.length) {
       throw invalid(
         "idleW",
-        `expected one idle draw per card of gpuIndex (${indices.length}), or one number for all, got ${rawIdle.length}`,
+        `expected one idle draw per card of ${namedBy} (${names.length}), or one number for all, got ${rawIdle.length}`,
       );
     }
     idles = rawIdle;
   } else {
-    idles = indices.map(() => rawIdle);
+    idles = names.map(() => rawIdle);
   }
   return Object.freeze(
-    indices.map((index, i) => {
+    names.map((name, i) => {
       const idleW = idles[i];
       const field = Array.isArray(rawIdle) ? `idleW[${i}]` : "idleW";
       if (typeof idleW !== "number" || !Number.isFinite(idleW) || idleW < 0) {
@@ -249,7 +286,9 @@ function resolveCards(rawIndex: unknown, rawIdle: unknown): readonly NodeCard[] 
           `${idleW} W is more than any card draws (${MAX_PLAUSIBLE_W} W): a card's idle draw, in watts`,
         );
       }
-      return Object.freeze({ gpuIndex: index as number, idleW });
+      return typeof name === "string"
+        ? Object.freeze({ gpuIndex: -1, gpuUuid: name, idleW })
+        : Object.freeze({ gpuIndex: name, gpuUuid: null, idleW });
     }),
   );
 }
@@ -272,7 +311,8 @@ export function nodesOfCards(node: ResolvedNode): readonly ResolvedNode[] {
           idleW: card.idleW,
           cards: Object.freeze([card]),
           // A remote node's cards are the agent's: each named to it by ?gpu=.
-          powerEndpoint: node.powerEndpoint === null ? null : withGpu(node.powerEndpoint, card.gpuIndex),
+          powerEndpoint:
+            node.powerEndpoint === null ? null : withGpu(node.powerEndpoint, card.gpuUuid ?? card.gpuIndex),
         }),
       ),
     );
@@ -281,8 +321,23 @@ export function nodesOfCards(node: ResolvedNode): readonly ResolvedNode[] {
   return nodes;
 }
 
-function withGpu(endpoint: string, gpuIndex: number): string {
+function withGpu(endpoint: string, gpu: number | string): string {
   const url = new URL(endpoint);
-  url.searchParams.set("gpu", String(gpuIndex));
+  url.searchParams.set("gpu", String(gpu));
   return url.href;
+}
+
+const indexNodes = new WeakMap<ResolvedNode, ResolvedNode>();
+
+/**
+ * A one-card node named by UUID, with the index its card was found at on this host: what the
+ * per-card parts of giul that address a card by index take. The same object for the same node.
+ */
+export function withFoundIndex(node: ResolvedNode, gpuIndex: number): ResolvedNode {
+  const hit = indexNodes.get(node);
+  if (hit !== undefined && hit.gpuIndex === gpuIndex) return hit;
+  const card = node.cards[0] as NodeCard;
+  const found = resolved({ ...node, gpuIndex, cards: Object.freeze([Object.freeze({ ...card, gpuIndex })]) });
+  indexNodes.set(node, found);
+  return found;
 }

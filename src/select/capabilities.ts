@@ -191,3 +191,28 @@ export function localCapabilities(index: number): Promise<CardCapabilities> {
 export function forgetCapabilities(): void {
   cachedCapabilities.clear();
 }
+
+/**
+ * The index of the local card with this UUID (NVML's, as `nvidia-smi -L` prints it), or why none
+ * was found. Reads every card's capabilities, which selection caches anyway. Never throws.
+ */
+export async function indexOfUuid(
+  uuid: string,
+): Promise<{ index: number } | { index: null; reason: string }> {
+  const nvml = await nvmlState(defaultHostDeps, false);
+  if (nvml.binding === null || !nvml.status.available) {
+    const why =
+      nvml.binding === null ? "the giul addon is not loaded" : `NVML is unavailable: ${nvml.status.reason}`;
+    return { index: null, reason: `card ${uuid} is named by UUID, which NVML finds, and ${why}` };
+  }
+  const seen: string[] = [];
+  for (let index = 0; index < nvml.status.deviceCount; index++) {
+    const found = (await localCapabilities(index)).info?.uuid ?? null;
+    if (found !== null && found.toLowerCase() === uuid.toLowerCase()) return { index };
+    seen.push(`${index}: ${found ?? "unreadable"}`);
+  }
+  return {
+    index: null,
+    reason: `no card on this host has UUID ${uuid} (NVML's cards: ${seen.length > 0 ? seen.join(", ") : "none"})`,
+  };
+}

@@ -1,4 +1,4 @@
-import type { ResolvedNode } from "../rules/node.js";
+import { type ResolvedNode, withFoundIndex } from "../rules/node.js";
 import type { CardReader } from "../track/card.js";
 import type { BackendDescriptor, CardCapabilities } from "../track/descriptor.js";
 import type { Track } from "../track/track.js";
@@ -6,7 +6,7 @@ import { Backoff } from "../vocabulary/backoff.js";
 import { debug } from "../vocabulary/debug.js";
 import { GiulError } from "../vocabulary/errors.js";
 import { BACKEND_NAMES, type BackendName } from "../vocabulary/measurement.js";
-import { localCapabilities } from "./capabilities.js";
+import { indexOfUuid, localCapabilities } from "./capabilities.js";
 import { noteCardInUse } from "./in-use.js";
 import { descriptorOf, firstServing, registryGeneration } from "./registry.js";
 
@@ -45,13 +45,61 @@ export function cardUuid(selection: Selection | null, node: ResolvedNode): strin
   return (selection.noKeyReason ?? null) === null ? (selection.cardKey ?? null) : null;
 }
 
+/** A one-card node's card: its index (null where not known here) and UUID (where known). */
+export function cardOf(
+  selection: Selection | null,
+  node: ResolvedNode,
+): { readonly index: number | null; readonly uuid: string | null } {
+  const index = nodeAtCard(node).gpuIndex;
+  const uuid = cardUuid(selection, node) ?? node.cards[0]?.gpuUuid ?? null;
+  return { index: index < 0 ? null : index, uuid };
+}
+
 /** Forced backends already known not to work, by card: forNode can refuse them at once. */
 const forcedFailures = new Map<string, string>();
 
 /** Why GIUL_BACKEND's backend cannot serve this local card, when a probe has already shown it. */
 export function knownForcedFailure(node: ResolvedNode, forced: BackendName): string | null {
   if (!node.isLocal) return null;
-  return forcedFailures.get(`${node.gpuIndex}:${forced}`) ?? null;
+  return forcedFailures.get(`${nodeAtCard(node).gpuIndex}:${forced}`) ?? null;
+}
+
+/** Indices of local cards found by UUID; lookups that found none, with when to look again. */
+const foundIndex = new Map<string, number>();
+const notFound = new Map<string, { readonly retryAt: number; readonly reason: string }>();
+
+/** The UUID a one-card local node names its card by, or null (named by index, or remote). */
+function namedUuid(node: ResolvedNode): string | null {
+  return node.isLocal && node.gpuIndex < 0 ? (node.cards[0]?.gpuUuid ?? null) : null;
+}
+
+/**
+ * The node as the per-card parts of giul address it: a local card named by UUID, with the index
+ * it was found at (the node itself while not found, and for every other node).
+ */
+export function nodeAtCard(node: ResolvedNode): ResolvedNode {
+  const uuid = namedUuid(node);
+  if (uuid === null) return node;
+  const index = foundIndex.get(uuid);
+  return index === undefined ? node : withFoundIndex(node, index);
+}
+
+/** select() of a local card named by UUID: found once among NVML's cards, then by its index. */
+async function selectNamed(node: ResolvedNode, uuid: string, forced: BackendName | null): Promise<Selection> {
+  if (!foundIndex.has(uuid)) {
+    const failed = notFound.get(uuid);
+    if (failed !== undefined && Date.now() < failed.retryAt) {
+      return { backend: "none", track: null, reason: failed.reason };
+    }
+    const lookup = await indexOfUuid(uuid);
+    if (lookup.index === null) {
+      notFound.set(uuid, { retryAt: Date.now() + 5_000, reason: lookup.reason });
+      return { backend: "none", track: null, reason: lookup.reason };
+    }
+    notFound.delete(uuid);
+    foundIndex.set(uuid, lookup.index);
+  }
+  return select(nodeAtCard(node), forced);
 }
 
 interface CacheEntry {
@@ -87,6 +135,13 @@ export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName
 
 /** The selection for a node: cached per card, so every window on a card shares one track. */
 export function select(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
+  const uuid = namedUuid(node);
+  if (uuid !== null) {
+    const index = foundIndex.get(uuid);
+    return index === undefined
+      ? selectNamed(node, uuid, forced)
+      : select(withFoundIndex(node, index), forced);
+  }
   const key = cacheKey(node, forced);
   const hit = cache.get(key);
   if (hit !== undefined && usable(node, hit)) return hit.selection;
@@ -119,6 +174,11 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
  * to look at again): lets a window open without a promise or a timer. Null otherwise.
  */
 export function selectNow(node: ResolvedNode, forced: BackendName | null): Selection | null {
+  if (namedUuid(node) !== null) {
+    const at = nodeAtCard(node);
+    if (at === node) return null;
+    node = at;
+  }
   const hit = cache.get(cacheKey(node, forced));
   return hit !== undefined && hit.settled !== null && usable(node, hit) ? hit.settled : null;
 }
