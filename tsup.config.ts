@@ -7,7 +7,7 @@ import { defineConfig } from "tsup";
 // builds run at once and would clean each other's output): `npm run build:ts` empties dist/ first.
 // The exporters are entries of their own (giul/otel, giul/prometheus): the main entry never loads
 // @opentelemetry/api or prom-client, which stay outside every bundle (optional peers). So is
-// giul/testing (simulated cards).
+// giul/testing (simulated cards), and giul/client (what a proxy's client reads; no addon).
 const common = {
   tsconfig: "tsconfig.build.json",
   target: "node20",
@@ -22,6 +22,7 @@ const subpaths = {
   testing: "src/testing.ts",
   otel: "src/exporters/otel.ts",
   prometheus: "src/exporters/prometheus.ts",
+  client: "src/client/index.ts",
 };
 
 export default defineConfig([

@@ -103,6 +103,10 @@ function expectedFiles(): string[] {
     "dist/cli/agent.js",
     "dist/cli/probe.js",
     "dist/cli/proxy.js",
+    "dist/client.cjs",
+    "dist/client.d.cts",
+    "dist/client.d.ts",
+    "dist/client.js",
     "dist/index.cjs",
     "dist/index.d.cts",
     "dist/index.d.ts",
@@ -127,8 +131,11 @@ function expectedFiles(): string[] {
   ].sort();
 }
 
-/** The ESM build's shared chunks (dist/chunk-<hash>.js), named by their content. */
-const CHUNK = /^dist\/chunk-[A-Z0-9]+\.js$/;
+/**
+ * The ESM build's shared chunks (dist/chunk-<hash>.js) and the declarations the entries share
+ * (dist/<module>-<hash>.d.ts, .d.cts), named by their content.
+ */
+const CHUNK = /^dist\/(?:chunk-[A-Z0-9]+\.js|[a-z-]+-[A-Za-z0-9_-]{8}\.d\.c?ts)$/;
 
 /** `files` without the shared chunks, after checking that there are some and that they are all chunks. */
 function withoutChunks(files: readonly string[]): string[] {

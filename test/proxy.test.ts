@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { injectEnergy } from "../src/proxy/record.js";
 import { fairShare, type TruthWindow } from "./fakes/fair-share.js";
 import { nativeReady } from "./fakes/paths.js";
 import { chat, raw } from "./fakes/raw-client.js";
@@ -128,14 +129,27 @@ describe.runIf(ready)("giul-proxy end to end", () => {
       expect(comment, p.id).not.toBeNull();
       const at = upstream.lastIndexOf("data: [DONE]");
       expect(at).toBeGreaterThan(0);
+      const shown = JSON.parse((comment as RegExpExecArray)[1] as string);
+      // Asked for usage: the final usage chunk's usage gains `energy` (the same record), nothing else.
+      let before = upstream.subarray(0, at);
+      if (p.usage) {
+        const u = upstream.lastIndexOf("data: {", at);
+        const eol = upstream.indexOf("\n", u);
+        const json = upstream.subarray(u + 6, eol);
+        expect(JSON.parse(json.toString()).choices).toEqual([]);
+        const injected = injectEnergy(json, shown) as Buffer;
+        before = Buffer.concat([upstream.subarray(0, u + 6), injected, upstream.subarray(eol, at)]);
+        const sent = JSON.parse(got.slice(got.lastIndexOf("data: {") + 6).split("\n")[0] as string);
+        expect(sent.usage.energy).toEqual(shown);
+        expect(sent.usage.completion_tokens).toBe(p.tokens);
+      }
       const expected = Buffer.concat([
-        upstream.subarray(0, at),
+        before,
         Buffer.from((comment as RegExpExecArray)[0]),
         upstream.subarray(at),
       ]);
       expect(answer.body.equals(expected), `${p.id}: bytes differ from the upstream's`).toBe(true);
       // The comment, the trailers and the log say the same.
-      const shown = JSON.parse((comment as RegExpExecArray)[1] as string);
       expect(shown.request_id).toBe(p.id);
       expect(shown.joules).toBe(record.joules);
       expect(answer.trailers["x-energy-joules"]).toBe(String(record.joules));
@@ -238,7 +252,7 @@ describe.runIf(ready)("giul-proxy end to end", () => {
     expect(r.headers["content-length"]).toBe(String(r.body.length));
   });
 
-  it("other answers pass as they are: GET, HEAD, a chunked JSON body (energy in trailers)", async () => {
+  it("other answers pass as they are: GET, HEAD", async () => {
     const models = await raw(proxy.url, "/v1/models", { headers: { "x-request-id": "models-1" } });
     expect(models.status).toBe(200);
     expect(models.body.equals(stub.bytes("models-1"))).toBe(true);
@@ -247,14 +261,66 @@ describe.runIf(ready)("giul-proxy end to end", () => {
     expect(head.status).toBe(200);
     expect(head.headers["content-length"]).toBe("2");
     expect(head.body.length).toBe(0);
-    const chunked = await raw(proxy.url, "/v1/chat/completions", {
-      body: chat({ max_tokens: 3, stub: { chunked: true } }),
-      headers: { "x-request-id": "chunked-1" },
+  });
+
+  it("a JSON answer framed any way (chunked, gzip, deflate, br): energy in its headers and usage", async () => {
+    for (const stubbed of [
+      { chunked: true },
+      { encoding: "gzip" },
+      { encoding: "deflate" },
+      { encoding: "br", chunked: true },
+    ]) {
+      const what = JSON.stringify(stubbed);
+      const id = `framed-${Object.values(stubbed).join("-")}`;
+      // Without --inject-usage: the upstream's bytes as they came, with the energy headers.
+      const r = await raw(proxy.url, "/v1/chat/completions", {
+        body: chat({ max_tokens: 3, stub: { ...stubbed, ttft_ms: 60 } }),
+        headers: { "x-request-id": id },
+      });
+      const { record } = await recordOf(id);
+      expect(r.body.equals(stub.bytes(id)), what).toBe(true);
+      expect(r.headers["content-length"], what).toBe(String(r.body.length));
+      expect(r.headers["content-encoding"], what).toBe(stubbed.encoding);
+      expect(r.headers["x-energy-joules"], what).toBe(String(record.joules));
+      expect(record.completion_tokens, what).toBe(3);
+      // With it: decoded, usage.energy added, sent identity with its length.
+      const i = await raw(injecting.url, "/v1/chat/completions", {
+        body: chat({ max_tokens: 4, stub: { ...stubbed, ttft_ms: 60 } }),
+        headers: { "x-request-id": `${id}-injected` },
+      });
+      const injected = (await recordOf(`${id}-injected`)).record;
+      expect(i.headers["content-encoding"], what).toBeUndefined();
+      expect(i.headers["content-length"], what).toBe(String(i.body.length));
+      const parsed = JSON.parse(i.body.toString());
+      expect(parsed.usage.completion_tokens, what).toBe(4);
+      expect(parsed.usage.energy.joules, what).toBe(injected.joules);
+      expect(parsed.usage.energy.method, parsed.usage.energy.reason).toBe("sampled");
+    }
+  });
+
+  it("a chunked JSON answer over --max-body-bytes streams through, its energy in trailers", async () => {
+    const bigRecords: ProxyRecord[] = [];
+    const small = await startProxy({
+      upstream: stub.url,
+      node,
+      port: 0,
+      adminPort: null,
+      maxBodyBytes: 300,
+      onRecord: (record) => bigRecords.push(record),
     });
-    expect(chunked.body.equals(stub.bytes("chunked-1"))).toBe(true);
-    expect(chunked.headers.trailer).toMatch(/x-energy-joules/);
-    expect(chunked.trailers["x-energy-method"]).toBeDefined();
-    expect((await recordOf("chunked-1")).record.stream).toBe(false);
+    try {
+      const big = await raw(small.url, "/v1/chat/completions", {
+        body: chat({ max_tokens: 100, stub: { chunked: true, ttft_ms: 60 } }),
+        headers: { "x-request-id": "chunked-big" },
+      });
+      expect(big.body.toString()).toBe(stub.bytes("chunked-big").toString());
+      expect(big.headers.trailer).toMatch(/x-energy-joules/);
+      expect(big.trailers["x-energy-method"]).toBe("sampled");
+      for (let i = 0; i < 100 && bigRecords.length === 0; i++) await sleep(10);
+      expect(bigRecords[0]).toMatchObject({ stream: false, method: "sampled", outcome: "complete" });
+    } finally {
+      await small.close();
+    }
   });
 
   it("/metrics on the admin port: the per-request histogram and the card's gauges", async () => {
@@ -263,9 +329,13 @@ describe.runIf(ready)("giul-proxy end to end", () => {
       (a, m) => a + Number(m[1]),
       0,
     );
-    // Every request this proxy metered with a figure: the 50 streams and the answers since.
+    // Every request this proxy metered with a figure: the 50 streams and the answers since (not
+    // those of the injecting proxy).
     const measured = [...records.values()].filter(
-      (r) => r.record.joules !== null && r.record.request_id !== "inject-1",
+      (r) =>
+        r.record.joules !== null &&
+        r.record.request_id !== "inject-1" &&
+        !r.record.request_id.endsWith("-injected"),
     );
     expect(count).toBe(measured.length);
     expect(text).toMatch(

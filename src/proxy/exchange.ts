@@ -21,18 +21,18 @@ import type {
 import type { Meter } from "../meter/meter.js";
 import type { Energy } from "../rules/energy.js";
 import { endToEnd, field, requestHeaders, sendError, without } from "./headers.js";
+import { injectedAnswer, readHeldJson } from "./json-body.js";
 import type { ResolvedProxyOptions } from "./options.js";
 import {
   CARDS_FIELD,
   clientRecord,
   ENERGY_FIELDS,
-  energyComment,
   energyHeaders,
-  injectEnergy,
-  jsonUsage,
   type Outcome,
   type ProxyRecord,
+  type RequestInfo,
   requestInfo,
+  streamEnd,
 } from "./record.js";
 import { SseTap, type Usage } from "./sse.js";
 
@@ -77,7 +77,7 @@ export class Exchange {
   private readonly res: ServerResponse;
   private readonly id: string;
   private readonly body: Buffer;
-  private readonly info: { model: string | null; stream: boolean };
+  private readonly info: RequestInfo;
   private phase: Phase = "opening";
   private meter: Meter | null = null;
   private meterFailure = "metering did not open a window";
@@ -194,19 +194,17 @@ export class Exchange {
     this.headers = endToEnd(ures.rawHeaders, ENERGY_NAMES);
     const type = (field(this.headers, "content-type") ?? "").toLowerCase();
     const length = field(this.headers, "content-length");
-    const bodiless = this.req.method === "HEAD" || status === 204 || status === 304;
-    if (bodiless) this.mode = "buffer";
+    this.status = status;
+    if (this.bodiless()) this.mode = "buffer";
     else if (type.startsWith("text/event-stream")) this.mode = "sse";
     else if (
       JSON_TYPE.test(type) &&
-      length !== undefined &&
-      /^\d{1,15}$/.test(length) &&
-      Number(length) <= this.ctx.options.maxBodyBytes
+      // Any framing: Content-Length within the limit, or chunked (held until it passes the limit).
+      (length === undefined || (/^\d{1,15}$/.test(length) && Number(length) <= this.ctx.options.maxBodyBytes))
     )
       this.mode = "buffer";
     else this.mode = "stream";
     if (this.mode === "sse") this.tap = new SseTap();
-    this.status = status;
     this.armIdle();
     ures.on("data", (chunk: Buffer) => this.onData(chunk));
     ures.on("end", () => void this.onEnd());
@@ -219,6 +217,11 @@ export class Exchange {
     });
     ures.on("error", () => {});
     if (this.mode !== "buffer") this.writeHead();
+  }
+
+  /** The answer has no body (a HEAD, a 204 or 304). */
+  private bodiless(): boolean {
+    return this.req.method === "HEAD" || this.status === 204 || this.status === 304;
   }
 
   /** Trailers can be sent: an HTTP/1.1 client and a response with a body (chunked). */
@@ -314,19 +317,20 @@ export class Exchange {
     const res = this.res;
     if (this.mode === "buffer") {
       let body: Buffer = Buffer.concat(this.chunks);
-      const encoding = (field(this.headers, "content-encoding") ?? "identity").toLowerCase();
-      const type = (field(this.headers, "content-type") ?? "").toLowerCase();
-      const json = encoding === "identity" && JSON_TYPE.test(type);
-      if (json) this.usage = jsonUsage(body);
+      const encoding = field(this.headers, "content-encoding") ?? "identity";
+      const json = JSON_TYPE.test((field(this.headers, "content-type") ?? "").toLowerCase());
+      const held = json ? await readHeldJson(body, encoding, this.ctx.options.maxBodyBytes) : null;
+      if (held !== null) this.usage = held.usage;
       const energy = this.energy();
-      let headers = this.headers;
-      if (this.ctx.options.injectUsage && json) {
-        const injected = injectEnergy(body, clientRecord(this.id, energy));
-        if (injected !== null) {
-          body = injected;
-          headers = [...without(headers, CONTENT_LENGTH), "content-length", String(body.length)];
-        }
-      }
+      // Held whole, however it was framed: sent with its length.
+      let headers = this.bodiless()
+        ? this.headers
+        : [...without(this.headers, CONTENT_LENGTH), "content-length", String(body.length)];
+      const injected =
+        this.ctx.options.injectUsage && held !== null
+          ? injectedAnswer(held, headers, clientRecord(this.id, energy))
+          : null;
+      if (injected !== null) ({ body, headers } = injected);
       headers.push("x-energy-request-id", this.id, ...flat(energyHeaders(energy)));
       if (!res.destroyed) {
         res.sendDate = false;
@@ -340,13 +344,9 @@ export class Exchange {
     const energy = this.energy();
     if (!res.destroyed) {
       if (this.tap !== null) {
-        const end = this.tap.end();
-        const comment = energyComment(clientRecord(this.id, energy));
-        if (end.done) res.write(Buffer.concat([comment, end.rest]));
-        else {
-          if (end.rest.length > 0) res.write(end.rest);
-          if (end.atBoundary) res.write(comment);
-        }
+        const inject = this.info.includeUsage || this.ctx.options.injectUsage;
+        const o = { inject, add: this.ctx.options.injectUsage };
+        res.write(streamEnd(this.tap.end(), clientRecord(this.id, energy), o));
       }
       if (this.canTrail()) res.addTrailers(energyHeaders(energy));
       res.end();

@@ -4,7 +4,8 @@
  * `usage.energy`) and the log's fleet record.
  */
 import type { Energy, EnergyRecord } from "../rules/energy.js";
-import { type Usage, usageOf } from "./sse.js";
+import type { SseEnd, Usage } from "./sse.js";
+import { usageOf } from "./sse.js";
 
 /** How the exchange ended. */
 export type Outcome =
@@ -52,16 +53,31 @@ export interface ProxyRecord extends EnergyRecord {
 /** What the client is given: the fleet record with the request id. */
 export type ClientRecord = { readonly request_id: string } & EnergyRecord;
 
-/** `model` and `stream` of a JSON request body, when it is one. */
-export function requestInfo(body: Buffer): { model: string | null; stream: boolean } {
+/** What the proxy reads of a request: its JSON body's `model`, `stream`, `stream_options.include_usage`. */
+export interface RequestInfo {
+  readonly model: string | null;
+  readonly stream: boolean;
+  /** The client asked for the stream's usage chunk (where SDKs read usage). */
+  readonly includeUsage: boolean;
+}
+
+const NO_INFO: RequestInfo = { model: null, stream: false, includeUsage: false };
+
+/** `model`, `stream` and `stream_options.include_usage` of a JSON request body, when it is one. */
+export function requestInfo(body: Buffer): RequestInfo {
   const first = body.findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09);
-  if (first < 0 || body[first] !== 0x7b) return { model: null, stream: false };
+  if (first < 0 || body[first] !== 0x7b) return NO_INFO;
   try {
-    const parsed = JSON.parse(body.toString("utf8")) as { model?: unknown; stream?: unknown };
-    const model = typeof parsed.model === "string" ? parsed.model.slice(0, 256) : null;
-    return { model, stream: parsed.stream === true };
+    const parsed = JSON.parse(body.toString("utf8")) as {
+      model?: unknown;
+      stream?: unknown;
+      stream_options?: { include_usage?: unknown } | null;
+    };
+    const model = typeof parsed.model === "string" && parsed.model !== "" ? parsed.model.slice(0, 256) : null;
+    const includeUsage = parsed.stream_options?.include_usage === true;
+    return { model, stream: parsed.stream === true, includeUsage };
   } catch {
-    return { model: null, stream: false };
+    return NO_INFO;
   }
 }
 
@@ -164,7 +180,9 @@ export function energyHeaders(energy: Energy): [string, string][] {
     out.push(["x-energy-uncertainty-joules", String(energy.uncertaintyJoules)]);
   if (energy.cards !== null) {
     const parts = energy.cards.map((c) =>
-      c.joules === null ? `${c.index}:unknown` : `${c.index}:${c.joules}±${c.uncertaintyJoules ?? "?"}`,
+      c.joules === null
+        ? `${c.index ?? c.uuid}:unknown`
+        : `${c.index ?? c.uuid}:${c.joules}±${c.uncertaintyJoules ?? "?"}`,
     );
     out.push([CARDS_FIELD, parts.join(", ")]);
   }
@@ -172,6 +190,36 @@ export function energyHeaders(energy: Energy): [string, string][] {
 }
 
 /** The SSE comment line that carries the record (SSE clients ignore comments). */
-export function energyComment(record: ClientRecord): Buffer {
-  return Buffer.from(`: energy ${JSON.stringify(record)}\n\n`, "utf8");
+export function energyComment(record: ClientRecord, eol = "\n"): Buffer {
+  return Buffer.from(`: energy ${JSON.stringify(record)}${eol}${eol}`, "utf8");
+}
+
+/**
+ * The end of a stream as the client gets it: the upstream's final usage chunk (its `usage` given
+ * `energy` when `inject`), or, `add`ing one where the upstream sent none before `[DONE]`, a usage
+ * chunk of the proxy's (`choices: []`, as OpenAI sends it); then the energy comment, then `[DONE]`
+ * and whatever followed. Every other byte as the upstream sent it.
+ */
+export function streamEnd(end: SseEnd, record: ClientRecord, o: { inject: boolean; add: boolean }): Buffer {
+  const parts: Buffer[] = [];
+  const chunk = end.usageChunk;
+  if (chunk !== null) {
+    const json = Buffer.from(chunk.json, "utf8");
+    parts.push(
+      Buffer.from(chunk.prefix, "utf8"),
+      (o.inject ? injectEnergy(json, record) : null) ?? json,
+      chunk.after,
+    );
+  } else if (o.add && end.done) {
+    const first = Object.fromEntries(Object.entries(end.first ?? {}).filter(([, v]) => v !== undefined));
+    const added = { ...first, choices: [], usage: { energy: record } };
+    parts.push(Buffer.from(`data: ${JSON.stringify(added)}${end.eol}${end.eol}`, "utf8"));
+  }
+  const comment = energyComment(record, end.eol);
+  if (end.done) parts.push(comment, end.rest);
+  else {
+    parts.push(end.rest);
+    if (end.atBoundary) parts.push(comment);
+  }
+  return Buffer.concat(parts);
 }

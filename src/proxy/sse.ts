@@ -1,22 +1,22 @@
 /**
- * Reading an upstream's `text/event-stream` as it passes, without changing a byte of it: finds the
- * final `data: [DONE]` event of an OpenAI-compatible stream (so the proxy can put its energy comment
- * just before it) and keeps the last `usage` object a `data:` line carried (sent when the request
- * asked for `stream_options.include_usage`).
+ * Reading an upstream's `text/event-stream` as it passes, every byte in order: finds the final
+ * `data: [DONE]` event of an OpenAI-compatible stream, keeps the last `usage` a `data:` line
+ * carried, and holds back the stream's final usage chunk (`"choices": []` with a `usage` object,
+ * sent when the request asked for `stream_options.include_usage`) so that the proxy can add the
+ * answer's energy to its `usage` once the window has closed.
  *
- * Bytes are handed back as they arrive, chunk by chunk. Two things are held: the start of a line
- * that may still turn out to be `data: [DONE]` (at most 12 bytes, until the next chunk says), and,
- * once the `[DONE]` line is seen, everything from its first byte on (until the upstream ends, which
- * it does right after).
+ * Bytes are handed back line by line as lines end. Held: an unfinished line (until it ends, or
+ * once it is longer than any line parsed, MAX_PARSED_LINE), a usage chunk until the next event
+ * shows it was not the last, and everything from the `[DONE]` line on (the upstream ends right
+ * after it). Line ends may be LF, CRLF or CR, as the SSE format allows.
  */
 
 const LF = 0x0a;
 const CR = 0x0d;
 const DONE_FORMS: readonly Buffer[] = [Buffer.from("data: [DONE]"), Buffer.from("data:[DONE]")];
-const LONGEST_DONE = 12;
 const DATA = Buffer.from("data:");
 const USAGE = Buffer.from('"usage"');
-/** Longer lines are passed on but not parsed for usage. */
+/** Longer lines are passed on as they come, not parsed. */
 const MAX_PARSED_LINE = 1 << 20;
 
 /** Token counts from an OpenAI `usage` object (null where absent or not a whole number ≥ 0). */
@@ -25,17 +25,32 @@ export interface Usage {
   readonly completionTokens: number | null;
 }
 
+/** The stream's final usage chunk, held: its data line's prefix and JSON, and the bytes after them. */
+export interface UsageChunk {
+  /** `data: ` (or `data:`) as the upstream wrote it. */
+  readonly prefix: string;
+  readonly json: string;
+  /** The line's end and the rest of its event, as they came. */
+  readonly after: Buffer;
+}
+
 /** What is left when the upstream ends. */
 export interface SseEnd {
   /** The stream's `data: [DONE]` was seen at the start of an event. */
   readonly done: boolean;
-  /** Bytes still held: the `[DONE]` line and what followed it, or an unfinished last line. */
+  /** The last event before `[DONE]` (or the end) was a usage chunk: held, to be written first. */
+  readonly usageChunk: UsageChunk | null;
+  /** Bytes still held after it: the `[DONE]` line and what followed it, or an unfinished last line. */
   readonly rest: Buffer;
   /**
-   * A comment can be added after `rest` without changing any event: the stream ended on an event
-   * boundary. Always true when `done` (the comment then goes before `rest`).
+   * An event can be added before `rest` (when `done`) or after it without changing any event: the
+   * stream is at an event boundary there.
    */
   readonly atBoundary: boolean;
+  /** The stream's line end (its first), for events the proxy adds. */
+  readonly eol: string;
+  /** `id`, `object`, `created` and `model` of the stream's first chunk, for a usage chunk the proxy adds. */
+  readonly first: Readonly<Record<string, unknown>> | null;
 }
 
 function count(value: unknown): number | null {
@@ -51,131 +66,174 @@ export function usageOf(parsed: unknown): Usage | null {
   return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens) };
 }
 
+function parseData(line: Buffer): unknown {
+  try {
+    return JSON.parse(line.subarray(DATA.length).toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
 export class SseTap {
   /** The last usage a data line carried. */
   usage: Usage | null = null;
   private done = false;
   /** Everything from the `[DONE]` line on. */
-  private readonly held: Buffer[] = [];
-  /** Bytes of the unfinished current line, kept for parsing (up to MAX_PARSED_LINE). */
-  private partial: Buffer[] = [];
-  private partialLength = 0;
-  /** Bytes of the unfinished current line not yet handed back: it may be `data: [DONE]`. */
-  private candidate: Buffer[] = [];
+  private readonly doneBytes: Buffer[] = [];
+  /** The unfinished current line (held), unless `passing`. */
+  private line: Buffer[] = [];
+  private lineLength = 0;
+  /** The current line outgrew MAX_PARSED_LINE: passed on as it comes, not parsed. */
+  private passing = false;
   /** The current line is the first of its event (the stream's start, or after a blank line). */
   private eventStart = true;
-  /** The previous chunk ended with CR: a LF starting this one belongs to that line ending. */
+  /** The previous chunk ended with CR: a LF starting this one ends that same line. */
   private skipLf = false;
+  private heldUsage: { prefix: string; json: string } | null = null;
+  private held: Buffer[] = [];
+  private eol: string | null = null;
+  private first: Record<string, unknown> | null = null;
+  private out: Buffer[] = [];
 
-  /** Bytes to pass on now (null: none). Never more than the chunk plus what was held before it. */
+  /** Bytes to pass on now (null: none). */
   push(chunk: Buffer): Buffer | null {
     if (this.done) {
-      this.held.push(chunk);
+      this.doneBytes.push(chunk);
       return null;
     }
-    let released: Buffer[] | null = null;
-    let lineStart = 0;
+    let start = 0;
     if (this.skipLf) {
       this.skipLf = false;
-      if (chunk[0] === LF) lineStart = 1;
+      if (chunk[0] === LF) {
+        this.emit(chunk.subarray(0, 1));
+        start = 1;
+      }
     }
-    for (let i = lineStart; i < chunk.length; i++) {
+    for (let i = start; i < chunk.length; i++) {
       const b = chunk[i];
       if (b !== LF && b !== CR) continue;
-      const line = this.completeLine(chunk.subarray(lineStart, i));
-      if (line === "done") {
-        // The [DONE] line starts either in an earlier chunk (held as a candidate) or here.
-        this.done = true;
-        if (this.candidate.length > 0) {
-          this.held.push(...this.candidate, chunk);
-          this.candidate = [];
-          return released === null ? null : Buffer.concat(released);
-        }
-        this.held.push(chunk.subarray(lineStart));
-        return join(released, chunk.subarray(0, lineStart));
-      }
-      if (this.candidate.length > 0) {
-        released = this.candidate;
-        this.candidate = [];
-      }
-      let next = i + 1;
+      let end = i + 1;
       if (b === CR) {
-        if (next < chunk.length) {
-          if (chunk[next] === LF) next++;
+        if (end < chunk.length) {
+          if (chunk[end] === LF) end++;
         } else this.skipLf = true;
       }
-      i = next - 1;
-      lineStart = next;
+      // A CR ending a chunk may be the start of CRLF: the stream's line end is known at the next.
+      if (!this.skipLf) this.eol ??= chunk.subarray(i, end).toString("latin1");
+      this.endLine(chunk.subarray(start, i), chunk.subarray(i, end));
+      i = end - 1;
+      start = end;
+      if (this.done) {
+        this.doneBytes.push(chunk.subarray(start));
+        return this.flush();
+      }
     }
-    const tail = chunk.subarray(lineStart);
-    if (tail.length === 0) return join(released, chunk);
-    this.keepPartial(tail);
-    if (this.mayBeDone()) {
-      this.candidate.push(tail);
-      return join(released, chunk.subarray(0, lineStart));
+    const tail = chunk.subarray(start);
+    if (tail.length > 0) {
+      if (this.passing) this.emit(tail);
+      else {
+        this.line.push(tail);
+        this.lineLength += tail.length;
+        if (this.lineLength > MAX_PARSED_LINE) this.startPassing();
+      }
     }
-    if (this.candidate.length > 0) {
-      released = this.candidate;
-      this.candidate = [];
-    }
-    return join(released, chunk);
+    return this.flush();
   }
 
-  /** The upstream ended: what is still held, and where a comment may go. */
+  /** The upstream ended: what is still held, and where an event may go. */
   end(): SseEnd {
-    if (this.done) return { done: true, rest: Buffer.concat(this.held), atBoundary: true };
-    const rest = Buffer.concat(this.candidate);
-    this.candidate = [];
-    return { done: false, rest, atBoundary: this.eventStart && this.partialLength === 0 };
+    const usageChunk =
+      this.heldUsage === null ? null : { ...this.heldUsage, after: Buffer.concat(this.held) };
+    const eol = this.eol ?? "\n";
+    const first = this.first;
+    if (this.done)
+      return { done: true, usageChunk, rest: Buffer.concat(this.doneBytes), atBoundary: true, eol, first };
+    const rest = Buffer.concat(this.line);
+    this.line = [];
+    const atBoundary = this.eventStart && rest.length === 0 && !this.passing;
+    return { done: false, usageChunk, rest, atBoundary, eol, first };
   }
 
-  private keepPartial(piece: Buffer): void {
-    this.partialLength += piece.length;
-    if (this.partialLength <= MAX_PARSED_LINE) this.partial.push(piece);
-    else this.partial = [];
+  private flush(): Buffer | null {
+    const out = this.out;
+    if (out.length === 0) return null;
+    this.out = [];
+    return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out);
   }
 
-  /** The unfinished line is the first of its event and still a prefix of a `[DONE]` line. */
-  private mayBeDone(): boolean {
-    if (!this.eventStart || this.partialLength > LONGEST_DONE) return false;
-    const line = this.partial.length === 1 ? (this.partial[0] as Buffer) : Buffer.concat(this.partial);
-    return DONE_FORMS.some((form) => form.subarray(0, line.length).equals(line));
+  /** Bytes of the current event: held with the usage chunk while one is held, else passed on. */
+  private emit(bytes: Buffer): void {
+    (this.heldUsage === null ? this.out : this.held).push(bytes);
   }
 
-  /** A line ended with `last` as its final piece. */
-  private completeLine(last: Buffer): "done" | "line" {
-    const length = this.partialLength + last.length;
-    let line: Buffer | null;
-    if (length > MAX_PARSED_LINE) line = null;
-    else if (this.partial.length === 0) line = last;
-    else line = Buffer.concat([...this.partial, last]);
-    this.partial = [];
-    this.partialLength = 0;
-    if (length === 0) {
-      this.eventStart = true;
-      return "line";
-    }
+  private releaseUsage(): void {
+    const held = this.heldUsage;
+    if (held === null) return;
+    this.heldUsage = null;
+    this.out.push(Buffer.from(held.prefix + held.json, "utf8"), ...this.held);
+    this.held = [];
+  }
+
+  private startPassing(): void {
+    // Too long to be [DONE] or a usage chunk we would parse: whatever is held goes first.
+    if (this.eventStart) this.releaseUsage();
+    this.passing = true;
+    this.emit(Buffer.concat(this.line));
+    this.line = [];
+    this.lineLength = 0;
+  }
+
+  /** A line ended: `last` is its final piece, `ending` its line end. */
+  private endLine(last: Buffer, ending: Buffer): void {
     const first = this.eventStart;
-    this.eventStart = false;
-    if (line === null) return "line";
-    if (first && length <= LONGEST_DONE && DONE_FORMS.some((form) => form.equals(line))) return "done";
-    if (line.subarray(0, DATA.length).equals(DATA) && line.indexOf(USAGE) >= 0) this.readUsage(line);
-    return "line";
-  }
-
-  private readUsage(line: Buffer): void {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(line.subarray(DATA.length).toString("utf8"));
-    } catch {
+    if (this.passing) {
+      this.passing = false;
+      this.eventStart = false;
+      this.emit(last);
+      this.emit(ending);
       return;
     }
-    const usage = usageOf(parsed);
-    if (usage !== null) this.usage = usage;
+    const line = this.line.length === 0 ? last : Buffer.concat([...this.line, last]);
+    this.line = [];
+    this.lineLength = 0;
+    if (line.length === 0) {
+      this.eventStart = true;
+      this.emit(ending);
+      return;
+    }
+    this.eventStart = false;
+    if (first && line.length <= 12 && DONE_FORMS.some((form) => form.equals(line))) {
+      this.done = true;
+      this.doneBytes.push(line, ending);
+      return;
+    }
+    // A new event after a held usage chunk: that chunk was not the last; it goes on as it came.
+    if (first) this.releaseUsage();
+    const data = line.subarray(0, DATA.length).equals(DATA);
+    if (data && this.first === null) this.keepFirst(line);
+    if (first && data && line.indexOf(USAGE) >= 0) {
+      const parsed = parseData(line);
+      const usage = usageOf(parsed);
+      if (usage !== null) {
+        this.usage = usage;
+        const choices = (parsed as { choices?: unknown }).choices;
+        if (Array.isArray(choices) && choices.length === 0) {
+          const text = line.toString("utf8");
+          const at = text.indexOf("{");
+          this.heldUsage = { prefix: text.slice(0, at), json: text.slice(at) };
+          this.held = [ending];
+          return;
+        }
+      }
+    }
+    this.emit(line);
+    this.emit(ending);
   }
-}
 
-function join(first: Buffer[] | null, then: Buffer): Buffer | null {
-  if (first === null) return then.length === 0 ? null : then;
-  return Buffer.concat(then.length === 0 ? first : [...first, then]);
+  private keepFirst(line: Buffer): void {
+    const parsed = parseData(line);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return;
+    const p = parsed as Record<string, unknown>;
+    this.first = { id: p.id, object: p.object, created: p.created, model: p.model };
+  }
 }

@@ -31,6 +31,11 @@ export interface StubTiming {
   itl_ms?: number;
   pad?: number;
   split?: boolean;
+  chunked?: boolean;
+  /** End SSE lines with CRLF. */
+  crlf?: boolean;
+  /** Compress a non-streamed body. */
+  encoding?: "gzip" | "deflate" | "br";
 }
 
 export function startStub(options?: {

@@ -12,11 +12,22 @@
 //   fail_after destroy the connection after this many tokens (an upstream dying mid-answer)
 //   hang       never answer (an upstream that stalls)
 //   chunked    send a non-streamed body without Content-Length
+//   crlf       end SSE lines with CRLF, as sse-starlette (vLLM) does
+//   encoding   compress a non-streamed body: "gzip", "deflate" or "br" (Content-Encoding set)
 // `startStub({ defaults })` sets these for requests that do not. `max_tokens` is the number of tokens (default 16); `stream_options.include_usage` adds the final
 // usage chunk. The record key is the request's x-request-id (else a counter).
 //
 //   node test/fakes/openai-stub.mjs [--port 0]     prints "stub listening on http://…"
 import { createServer } from "node:http";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
+
+/** A body compressed as Content-Encoding `encoding` says (none: as it is). */
+function encode(body, encoding) {
+  if (encoding === undefined) return body;
+  const by = { gzip: gzipSync, deflate: deflateSync, br: brotliCompressSync }[encoding];
+  if (by === undefined) throw new Error(`stub: unknown encoding ${encoding}`);
+  return by(body);
+}
 
 /** A small seeded generator (mulberry32), so splits are reproducible. */
 function rng(seed) {
@@ -157,7 +168,8 @@ export async function startStub(options = {}) {
         "x-stub": "1",
       });
       const event = async (obj) => {
-        const bytes = Buffer.from(`data: ${typeof obj === "string" ? obj : JSON.stringify(obj)}\n\n`);
+        const eol = stub.crlf ? "\r\n" : "\n";
+        const bytes = Buffer.from(`data: ${typeof obj === "string" ? obj : JSON.stringify(obj)}${eol}${eol}`);
         if (split === null) return write(res, record, bytes);
         let at = 0;
         while (at < bytes.length) {
@@ -211,11 +223,13 @@ export async function startStub(options = {}) {
       ],
       usage: { prompt_tokens: 7, total_tokens: 7 + n, completion_tokens: n },
     });
-    record.written.push(Buffer.from(answer));
     const headers = { "content-type": "application/json", "x-stub": "1" };
-    if (!stub.chunked) headers["content-length"] = Buffer.byteLength(answer);
+    const encoded = encode(Buffer.from(answer), stub.encoding);
+    if (stub.encoding) headers["content-encoding"] = stub.encoding;
+    record.written.push(encoded);
+    if (!stub.chunked) headers["content-length"] = encoded.length;
     res.writeHead(200, headers);
-    res.end(answer);
+    res.end(encoded);
     record.ended = true;
   }
 
