@@ -4,6 +4,7 @@
  * the operator runs on a quiet card, and whose answer they paste. Nothing applies it anywhere.
  */
 
+import { RunningEnergy, type RunningTotal } from "./edges/running-energy.js";
 import { resolveNode } from "./rules/node.js";
 import { forcedBackend, select } from "./select/index.js";
 import type { CardReader } from "./track/card.js";
@@ -109,8 +110,9 @@ async function sample(
   const ready = await track.ready();
   if (!ready.ok) return fail(`GPU ${gpuIndex} cannot be sampled: ${ready.reason}`);
   const powers: number[] = [];
-  let first: { tNs: bigint; mj: number; generation: number } | null = null;
-  let last: { tNs: bigint; mj: number; generation: number } | null = null;
+  // The counter's energy as a window measures it (a raw reading is up to a counter step stale).
+  const counter = readings.ringInfo()?.column === "energy" ? new RunningEnergy(track) : null;
+  let total: RunningTotal | null = null;
   let lastIndex = -1;
   const t0 = process.hrtime.bigint();
   const endNs = t0 + BigInt(Math.round(seconds * 1e9));
@@ -122,11 +124,6 @@ async function sample(
     if (s !== null && s.index !== lastIndex) {
       lastIndex = s.index;
       if (Number.isFinite(s.powerMw)) powers.push(s.powerMw / 1000);
-      if (Number.isFinite(s.cumulativeMj)) {
-        const point = { tNs: s.tNs, mj: s.cumulativeMj, generation: s.generation };
-        if (first === null || first.generation !== s.generation) first = point;
-        last = point;
-      }
     }
     const now = process.hrtime.bigint();
     if (now >= nextCheck) {
@@ -134,9 +131,11 @@ async function sample(
       const busy = await residents(reader);
       if (busy !== null) return fail(`GPU ${gpuIndex} did not stay idle: ${busy}`);
     }
-    if (onProgress !== null && now >= nextProgress) {
+    if (now >= nextProgress) {
       nextProgress += 1_000_000_000n;
-      onProgress(Math.min(seconds, Number(now - t0) / 1e9), seconds);
+      // Summed a second at a time, so that no span outlives the ring.
+      if (counter !== null) total = await counter.advance();
+      onProgress?.(Math.min(seconds, Number(now - t0) / 1e9), seconds);
     }
     if (now >= endNs) break;
     await new Promise((done) => setTimeout(done, periodMs));
@@ -145,16 +144,14 @@ async function sample(
   if (busy !== null) return fail(`GPU ${gpuIndex} did not stay idle: ${busy}`);
   if (powers.length === 0) return fail(`GPU ${gpuIndex} gave no power reading in ${seconds} s`);
   powers.sort((a, b) => a - b);
-  const counter = readings.ringInfo()?.column === "energy";
-  const spanNs = first !== null && last !== null ? Number(last.tNs - first.tNs) : 0;
+  if (counter !== null) total = await counter.advance();
   return {
     ok: true,
     gpuIndex,
     medianW: quantile(powers, 0.5),
     p5W: quantile(powers, 0.05),
     p95W: quantile(powers, 0.95),
-    counterAvgW:
-      counter && first !== null && last !== null && spanNs > 0 ? (last.mj - first.mj) / (spanNs / 1e6) : null,
+    counterAvgW: total?.ok === true && total.seconds > 0 ? total.joules / total.seconds : null,
     seconds,
     samples: powers.length,
     backend,

@@ -21,6 +21,8 @@ const sc = scenarioForThisProcess({
     { power: 70, procs: [{ pid: 9002, usedMib: 500, name: "late-job", fromMs: 0 }] },
     // 3: idle at 55 W (with card 0, a tensor-parallel pair)
     { power: 55, counterStepMs: 10 },
+    // 4: a constant 300 W on a 100 ms counter step, as many cards count
+    { power: 300, counterStepMs: 100 },
   ],
 });
 afterAll(() => sc.remove());
@@ -43,6 +45,16 @@ describe.runIf(nativeReady())("measureIdle", () => {
     expect(progress.length).toBeGreaterThanOrEqual(1);
   });
 
+  it("measures the counter's average as windows do: within 1 % of a constant card on a 100 ms step", async () => {
+    // Raw counter readings, a step stale at each end, put this 4 % off over 2 s (288.4 W seen).
+    for (let i = 0; i < 3; i++) {
+      const r = await measureIdle({ gpuIndex: 4, seconds: 2 });
+      expect(r.ok).toBe(true);
+      if (!r.ok) return;
+      expect(Math.abs((r.counterAvgW as number) - 300) / 300).toBeLessThan(0.01);
+    }
+  });
+
   it("refuses while a compute process is resident, naming it", async () => {
     const r = await measureIdle({ gpuIndex: 1, seconds: 1 });
     expect(r.ok).toBe(false);
@@ -63,6 +75,7 @@ describe.runIf(nativeReady())("measureIdle", () => {
         { power: 120, procs: [{ pid: 9001, usedMib: 2000, name: "python3 serve.py" }] },
         { power: 70, procs: [{ pid: 9002, usedMib: 500, name: "late-job", fromMs: from }] },
         { power: 55, counterStepMs: 10 },
+        { power: 300, counterStepMs: 100 },
       ],
     });
     const r = await measureIdle({ gpuIndex: 2, seconds: 4 });
@@ -139,7 +152,7 @@ describe.runIf(nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in"))(
   () => {
     it("prints each card's power and the energy since the watch started, until interrupted", async () => {
       const { spawn } = await import("node:child_process");
-      const child = spawn(process.execPath, [PROBE, "--watch", "--gpu", "2"], {
+      const child = spawn(process.execPath, [PROBE, "--watch", "--gpu", "4"], {
         env: { ...process.env, GIUL_BACKEND: "" },
       });
       let out = "";
@@ -152,12 +165,17 @@ describe.runIf(nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in"))(
       expect(code).toBe(0);
       const lines = out.trim().split("\n");
       expect(lines.length).toBeGreaterThanOrEqual(2);
-      for (const line of lines)
-        expect(line).toMatch(/^GPU 2 {2}70\.0 W {2}[\d.]+ J since start \(\d+ s, nvml_counter\)$/);
-      // A steady 70 W: the energy since start grows by about 70 J a second.
-      const joules = lines.map((l) => Number(/ ([\d.]+) J since/.exec(l)?.[1]));
-      const perLine = ((joules.at(-1) as number) - (joules[0] as number)) / (lines.length - 1);
-      expect(Math.abs(perLine - 70)).toBeLessThan(7);
+      // A constant 300 W on a 100 ms counter step: each line within 1 % of 300 W × its seconds
+      // (a raw counter reading, up to a step stale, printed 274.7 J after 1 s).
+      for (const line of lines) {
+        const m =
+          /^GPU 4 {2}300\.0 W {2}([\d.]+) J ± ([\d.]+) since start \(([\d.]+) s, nvml_counter\)$/.exec(line);
+        expect(m, line).not.toBeNull();
+        const [joules, bound, seconds] = [Number(m?.[1]), Number(m?.[2]), Number(m?.[3])];
+        expect(seconds).toBeGreaterThan(0.5);
+        expect(Math.abs(joules - 300 * seconds) / (300 * seconds), line).toBeLessThan(0.01);
+        expect(Math.abs(joules - 300 * seconds), line).toBeLessThanOrEqual(bound + 0.1);
+      }
     });
 
     it("lists the cards seen only through nvidia-smi, with their power now and their backend", () => {

@@ -187,8 +187,10 @@ describe.runIf(ready)("giul-probe without a usable NVML", () => {
     expect(ran.status).toBe(0);
     expect(ran.stderr).toBe("");
     const line = ran.stdout.split("\n").find((l) => l.startsWith("No NVIDIA GPU found: "));
-    expect(line).toBeDefined();
-    expect(line).toContain("/nonexistent/libnvidia-ml.so.1");
+    expect(line).toBe("No NVIDIA GPU found: NVML is unavailable (see above)");
+    // The reason is printed once, on the NVML line.
+    expect(ran.stdout).toMatch(/^NVML +unavailable: .*\/nonexistent\/libnvidia-ml\.so\.1/m);
+    expect(ran.stdout.split("\n").filter((l) => l.includes("/nonexistent/libnvidia-ml.so.1"))).toHaveLength(1);
   });
 
   it("driver not loaded (nvmlInit returns 9): the reason says so", () => {
@@ -200,7 +202,8 @@ describe.runIf(ready)("giul-probe without a usable NVML", () => {
     expect(report.devices).toEqual([]);
     const ran = probe([], scenario.env());
     expect(ran.status).toBe(0);
-    expect(ran.stdout).toMatch(/^No NVIDIA GPU found: .*driver/im);
+    expect(ran.stdout).toMatch(/^NVML +unavailable: .*driver/im);
+    expect(ran.stdout).toMatch(/^No NVIDIA GPU found: NVML is unavailable \(see above\)$/m);
   });
 });
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { RunningEnergy, type RunningTotal } from "../edges/running-energy.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import { Meter } from "../meter/meter.js";
 import { resolveNode } from "../rules/node.js";
@@ -237,12 +238,12 @@ async function demoRun(json: boolean): Promise<number> {
   }
 }
 
-/** One card watched: its track's readings, and the first reading of the watch. */
+/** One card watched: its track, and its energy since the watch started. */
 interface Watched {
   readonly gpu: number;
   readonly backend: BackendName;
   readonly track: Track;
-  first: { readonly mj: number; readonly generation: number } | null;
+  readonly energy: RunningEnergy;
 }
 
 /** --watch: a line a second per card until SIGINT/SIGTERM; exit 0. */
@@ -264,36 +265,37 @@ async function watch(gpu: number | null, forced: BackendName | null): Promise<nu
       process.stdout.write(`GPU ${index}: cannot be watched: ${selection.reason ?? selection.backend}\n`);
       continue;
     }
-    selection.track.retain(100);
+    selection.track.retain(10);
     await whileAlive(selection.track.ready());
-    const s = selection.track.readings.latest();
-    const first = s === null ? null : { mj: s.cumulativeMj, generation: s.generation };
-    cards.push({ gpu: index, backend: selection.backend, track: selection.track, first });
+    const energy = new RunningEnergy(selection.track);
+    cards.push({ gpu: index, backend: selection.backend, track: selection.track, energy });
   }
   if (cards.length === 0) return 2;
-  const t0 = process.hrtime.bigint();
   return new Promise((done) => {
-    const tick = () => {
-      const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
-      for (const card of cards) {
+    const tick = async () => {
+      const totals = await Promise.all(cards.map((card) => card.energy.advance()));
+      for (const [i, card] of cards.entries()) {
         const s = card.track.readings?.latest() ?? null;
-        if (s === null) {
-          process.stdout.write(`GPU ${card.gpu}  no reading yet (${card.backend})\n`);
-          continue;
-        }
-        if (card.first === null || card.first.generation !== s.generation) {
-          card.first = { mj: s.cumulativeMj, generation: s.generation };
-        }
-        const power = Number.isFinite(s.powerMw) ? `${(s.powerMw / 1000).toFixed(1)} W` : "power unreadable";
-        const energy = Number.isFinite(s.cumulativeMj)
-          ? `${((s.cumulativeMj - card.first.mj) / 1000).toFixed(1)} J`
-          : "energy unreadable";
-        process.stdout.write(
-          `GPU ${card.gpu}  ${power}  ${energy} since start (${elapsed.toFixed(0)} s, ${card.backend})\n`,
-        );
+        const total = totals[i] as RunningTotal;
+        const power =
+          s !== null && Number.isFinite(s.powerMw)
+            ? `${(s.powerMw / 1000).toFixed(1)} W`
+            : "power unreadable";
+        // The card's whole energy (idle included) since the watch began, measured as windows are.
+        const energy = total.ok
+          ? `${total.joules.toFixed(1)} J ± ${total.uncertaintyJoules.toFixed(1)} since start (${total.seconds.toFixed(1)} s`
+          : `energy unknown (${total.reason}) (`;
+        process.stdout.write(`GPU ${card.gpu}  ${power}  ${energy}, ${card.backend})\n`);
       }
     };
-    const timer = setInterval(tick, 1000);
+    let ticking = false;
+    const timer = setInterval(() => {
+      if (ticking) return; // a tick still waiting for its samples: the next one takes its place
+      ticking = true;
+      void tick().finally(() => {
+        ticking = false;
+      });
+    }, 1000);
     const stop = () => {
       clearInterval(timer);
       for (const card of cards) card.track.release();
@@ -366,10 +368,11 @@ export function formatHuman(report: HostReport, forced: BackendName | null = nul
   );
   lines.push("");
   if (devices.length === 0) {
+    // Why is said once, in the lines above: this line points to it.
     const reason = nvml.available
       ? "NVML reports no devices"
       : addon.loaded
-        ? (nvml.reason ?? "NVML is unavailable")
+        ? "NVML is unavailable (see above)"
         : "NVML cannot be reached without the giul addon (see above)";
     const smiCards = report.smiPower?.ok ? report.smiPower.devices : [];
     if (smiCards.length === 0) {
