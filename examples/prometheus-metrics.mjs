@@ -1,6 +1,6 @@
 // A node:http server with a Prometheus /metrics handler (prom-client) that carries giul's figures
-// beside its own: each request's energy (giul_request_energy_joules, a histogram by method,
-// backend and node) and the card's power and energy (hw_power_watts, hw_energy_joules_total).
+// beside its own: each request's energy (giul_request_energy_joules, a histogram by card,
+// energy_method, backend and node) and the card's power and energy (hw_power_watts, hw_energy_joules_total).
 // The upstream is simulated; replace generate() with your model call.
 //
 //   npm i giul prom-client

@@ -274,7 +274,7 @@ describe.runIf(ready)("giul-agent", () => {
     await new Promise((r) => setTimeout(r, 500));
     const b = await scrape();
     expect(b.labels.get(uuid0)).toBe(
-      `hw_id="${uuid0}",hw_type="gpu",hw_name="gpu0",hw_vendor="NVIDIA",hw_model="NVIDIA H100 80GB HBM3",hw_driver_version="590.48.01"`,
+      `hw_id="${uuid0}",hw_type="gpu",hw_name="NVIDIA H100 80GB HBM3",hw_vendor="NVIDIA",hw_driver_version="590.48.01"`,
     );
     expect(b.types.get("hw_energy_joules_total")).toBe("counter");
     for (const name of [

@@ -21,7 +21,8 @@ const sc = scenarioForThisProcess({
 });
 const { Meter } = await import("../src/index.js");
 const { cardsInUse, cardInUse } = await import("../src/select/in-use.js");
-const { CardFigureReader, hwAttributes } = await import("../src/exporters/cards.js");
+const { CardFigureReader } = await import("../src/exporters/cards.js");
+const { cardAttributes } = await import("../src/exporters/names.js");
 
 const ready = nativeReady();
 afterAll(() => sc.remove());
@@ -39,17 +40,15 @@ describe.runIf(ready)("the cards in use", () => {
     expect(cards.map((c) => [c.gpuIndex, c.backend])).toEqual([[0, "nvml_counter"]]);
     expect(cardInUse(0)?.identity).toEqual({
       id: "GPU-a1b2c3d4-0000-4000-8000-000000000042",
-      name: "gpu0",
+      name: "NVIDIA H200",
       vendor: "NVIDIA",
-      model: "NVIDIA H200",
       driverVersion: "575.51.03",
     });
-    expect(hwAttributes(cards[0]?.identity as never)).toEqual({
+    expect(cardAttributes(cards[0]?.identity as never)).toEqual({
       "hw.id": "GPU-a1b2c3d4-0000-4000-8000-000000000042",
       "hw.type": "gpu",
-      "hw.name": "gpu0",
+      "hw.name": "NVIDIA H200",
       "hw.vendor": "NVIDIA",
-      "hw.model": "NVIDIA H200",
       "hw.driver_version": "575.51.03",
     });
   });

@@ -121,10 +121,10 @@ describe.runIf(ready)("examples", () => {
       expect(m, `${name} in:\n${r.stdout}`).not.toBeNull();
       return Number(m?.[1]);
     };
-    const labels = 'method="sampled",backend="nvml_counter",node="local"';
+    const labels = 'hw_id="[^"]+",hw_type="gpu",energy_method="sampled",backend="nvml_counter",node="local"';
     expect(sample(`giul_request_energy_joules_count\\{${labels}\\}`)).toBe(8);
     const sum = sample(`giul_request_energy_joules_sum\\{${labels}\\}`);
-    expect(sample(`giul_attributed_energy_joules_total\\{${labels}\\}`)).toBe(sum);
+    expect(sample(`giul_requests_total\\{${labels}\\}`)).toBe(8);
     // Eight concurrent windows of 100–300 ms sharing 200 W above idle.
     expect(sum / 200).toBeGreaterThan(0.1);
     expect(sum / 200).toBeLessThan(r.seconds);

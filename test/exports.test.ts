@@ -125,7 +125,7 @@ describe.runIf(ready)("the package's entries", () => {
     ]);
     expect(r.stderr).toBe("");
     expect(r.stdout).toMatch(
-      /^giul_request_energy_joules_count\{method="sampled",backend="nvml_counter",node="n"\} 1$/m,
+      /^giul_request_energy_joules_count\{hw_id="GPU-0e0e0000-0000-4000-8000-000000000001",hw_type="gpu",energy_method="sampled",backend="nvml_counter",node="n"\} 1$/m,
     );
     expect(r.stdout).toMatch(
       /^hw_power_watts\{hw_id="GPU-0e0e0000-0000-4000-8000-000000000001",[^}]*\} 250$/m,

@@ -201,6 +201,8 @@ describe.runIf(ready)("giul/otel with the OpenTelemetry SDK", () => {
     expect(h.dataPoints).toHaveLength(1);
     const point = h.dataPoints[0];
     expect(point?.attributes).toEqual({
+      "hw.id": UUID,
+      "hw.type": "gpu",
       "giul.energy.method": "sampled",
       "giul.energy.backend": "nvml_counter",
       "giul.node": "iris",
@@ -248,9 +250,8 @@ describe.runIf(ready)("giul/otel with the OpenTelemetry SDK", () => {
       const attributes = {
         "hw.id": UUID,
         "hw.type": "gpu",
-        "hw.name": "gpu0",
+        "hw.name": "NVIDIA H200",
         "hw.vendor": "NVIDIA",
-        "hw.model": "NVIDIA H200",
         "hw.driver_version": "575.51.03",
       };
       const e1 = metric(first, "hw.energy");

@@ -190,7 +190,9 @@ describe.runIf(ready)("giul-probe without a usable NVML", () => {
     expect(line).toBe("No NVIDIA GPU found: NVML is unavailable (see above)");
     // The reason is printed once, on the NVML line.
     expect(ran.stdout).toMatch(/^NVML +unavailable: .*\/nonexistent\/libnvidia-ml\.so\.1/m);
-    expect(ran.stdout.split("\n").filter((l) => l.includes("/nonexistent/libnvidia-ml.so.1"))).toHaveLength(1);
+    expect(ran.stdout.split("\n").filter((l) => l.includes("/nonexistent/libnvidia-ml.so.1"))).toHaveLength(
+      1,
+    );
   });
 
   it("driver not loaded (nvmlInit returns 9): the reason says so", () => {

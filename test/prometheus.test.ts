@@ -62,7 +62,7 @@ describe.runIf(ready)("giul/prometheus with prom-client", () => {
   });
   afterAll(() => collection.disable());
 
-  it("registers a per-request histogram, the joules attributed and every window, by method/backend/node", async () => {
+  it("registers a per-request histogram and every window, by card, energy_method, backend and node", async () => {
     const records = await Promise.all(
       Array.from({ length: 5 }, async (_, i) => {
         const { energy } = await Meter.forNode(node).measure(() => sleep(40 + 20 * i));
@@ -82,17 +82,20 @@ describe.runIf(ready)("giul/prometheus with prom-client", () => {
 
     const s = parse(await registry.metrics());
     expect(s.types.get("giul_request_energy_joules")).toBe("histogram");
-    expect(s.types.get("giul_attributed_energy_joules_total")).toBe("counter");
     expect(s.types.get("giul_requests_total")).toBe("counter");
-    const labels = 'method="sampled",backend="nvml_counter",node="iris"';
+    const labels = `hw_id="${UUID}",hw_type="gpu",energy_method="sampled",backend="nvml_counter",node="iris"`;
     const joules = records.map((e) => e.joules as number);
     const sum = joules.reduce((a, b) => a + b, 0);
     expect(records.every((e) => e.method === "sampled")).toBe(true);
     expect(value(s, `giul_request_energy_joules_count{${labels}}`)).toBe(5);
     expect(value(s, `giul_request_energy_joules_sum{${labels}}`)).toBeCloseTo(sum, 9);
-    expect(value(s, `giul_attributed_energy_joules_total{${labels}}`)).toBeCloseTo(sum, 9);
     expect(value(s, `giul_requests_total{${labels}}`)).toBe(5);
-    expect(value(s, 'giul_requests_total{method="unknown",backend="remote_agent",node="far"}')).toBe(1);
+    expect(
+      value(
+        s,
+        'giul_requests_total{hw_id="far",hw_type="gpu",energy_method="unknown",backend="remote_agent",node="far"}',
+      ),
+    ).toBe(1);
     // Buckets 0.1 J … 10 kJ, each counting the records at or below it.
     for (const le of [0.1, 1, 10, 100, 1000, 10000]) {
       expect(value(s, `giul_request_energy_joules_bucket{le="${le}",${labels}}`)).toBe(
@@ -117,8 +120,8 @@ describe.runIf(ready)("giul/prometheus with prom-client", () => {
       expect(second.types.get("hw_energy_joules_total")).toBe("counter");
       expect(second.types.get("hw_power_watts")).toBe("gauge");
       const hw =
-        `hw_id="${UUID}",hw_type="gpu",hw_name="gpu0",hw_vendor="NVIDIA",` +
-        'hw_model="NVIDIA H100 80GB HBM3",hw_driver_version="575.51.03"';
+        `hw_id="${UUID}",hw_type="gpu",hw_name="NVIDIA H100 80GB HBM3",hw_vendor="NVIDIA",` +
+        'hw_driver_version="575.51.03"';
       const advanced =
         value(second, `hw_energy_joules_total{${hw}}`) - value(first, `hw_energy_joules_total{${hw}}`);
       const { lo, hi } = counterAdvanceBounds(
@@ -141,11 +144,7 @@ describe.runIf(ready)("giul/prometheus with prom-client", () => {
     const other = new Registry();
     const c = collectGiulMetrics(other, { cardMetrics: false, buckets: [1, 10] });
     const before = parse(await other.metrics());
-    expect([...before.types.keys()]).toEqual([
-      "giul_request_energy_joules",
-      "giul_attributed_energy_joules_total",
-      "giul_requests_total",
-    ]);
+    expect([...before.types.keys()]).toEqual(["giul_request_energy_joules", "giul_requests_total"]);
     c.disable();
     c.disable();
     await Meter.forNode(node).measure(() => sleep(30));

@@ -339,17 +339,24 @@ describe.runIf(ready)("giul-proxy end to end", () => {
     );
     expect(count).toBe(measured.length);
     expect(text).toMatch(
-      /^giul_request_energy_joules_bucket\{hw_id="gpu0",hw_type="gpu",method="sampled",model="stub-model",le="\+Inf"\} \d+$/m,
+      /^giul_request_energy_joules_bucket\{hw_id="GPU-[0-9a-f-]+",hw_type="gpu",energy_method="sampled",backend="nvml_counter",node="stub-host",le="\+Inf"\} \d+$/m,
     );
     expect(text).toMatch(/^# TYPE giul_request_energy_joules histogram$/m);
-    const watts = Number(/^hw_power_watts\{hw_id="gpu0",hw_type="gpu"[^}]*\} (\S+)$/m.exec(text)?.[1]);
+    const watts = Number(
+      /^hw_power_watts\{hw_id="GPU-[0-9a-f-]+",hw_type="gpu",hw_name="[^"]+"[^}]*\} (\S+)$/m.exec(text)?.[1],
+    );
     const now = process.hrtime.bigint();
     expect(watts).toBeGreaterThanOrEqual(110);
     expect(watts).toBeLessThanOrEqual(430);
     expect(Math.abs(watts - sc.powerW(0, now))).toBeLessThan(60);
-    expect(text).toMatch(/^hw_energy_joules_total\{hw_id="gpu0",hw_type="gpu"[^}]*\} \d/m);
+    expect(text).toMatch(/^hw_energy_joules_total\{hw_id="GPU-[0-9a-f-]+",hw_type="gpu"[^}]*\} \d/m);
+    // By model: the stub's model only (GET /v1/models named none, and is in no model's series).
     expect(text).toMatch(
-      /^giul_proxy_requests_total\{hw_id="gpu0",hw_type="gpu",outcome="complete",method="sampled"\} \d+$/m,
+      /^giul_proxy_model_energy_joules_total\{hw_id="GPU-[0-9a-f-]+",hw_type="gpu",model="stub-model"\} \S+$/m,
+    );
+    expect(text).not.toMatch(/model=""/);
+    expect(text).toMatch(
+      /^giul_proxy_requests_total\{hw_id="GPU-[0-9a-f-]+",hw_type="gpu",outcome="complete",energy_method="sampled"\} \d+$/m,
     );
     expect((await raw(proxy.adminUrl as string, "/healthz")).body.toString()).toBe("ok\n");
     expect((await raw(proxy.adminUrl as string, "/v1/models")).status).toBe(404);

@@ -5,12 +5,13 @@
  * The card's figures carry OpenTelemetry's hardware names, as giul/prometheus and giul/otel report
  * them (`hw_energy_joules_total`, `hw_power_watts`, `hw_gpu_memory_usage_bytes`,
  * `hw_gpu_memory_limit_bytes`, `hw_gpu_utilization_ratio`, labelled `hw_id`, `hw_type`, `hw_name`,
- * `hw_vendor`, `hw_model`, `hw_driver_version`). The names of giul 0.1 (`giul_power_watts`,
+ * `hw_vendor`, `hw_driver_version`: ../exporters/names.ts). The names of giul 0.1 (`giul_power_watts`,
  * `giul_energy_joules_total`, `giul_memory_used_bytes`, `giul_memory_total_bytes`,
  * `giul_utilization_ratio`, labelled `gpu` and `name`) are kept for this release as deprecated
  * aliases; `giul_memory_free_bytes`, `giul_compute_processes` and `giul_agent_info`, which have no
  * hardware name, stay.
  */
+import { CARD_ENERGY, CARD_POWER, cardLabelText, escapeLabel } from "../exporters/names.js";
 import type { CardIdentity } from "../select/in-use.js";
 import type { DeviceState } from "./monitor.js";
 
@@ -27,10 +28,7 @@ export interface GpuMetrics {
   readonly identity: CardIdentity;
 }
 
-/** A label value with \\, " and newline escaped, as the format requires. */
-export function escapeLabel(value: string): string {
-  return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
-}
+export { escapeLabel };
 
 function num(value: number): string {
   if (Number.isNaN(value)) return "NaN";
@@ -56,16 +54,16 @@ const deprecated = (instead: string) => ` Deprecated: use ${instead}; removed in
 
 const FAMILIES: readonly Family[] = [
   {
-    name: "hw_energy_joules_total",
+    name: CARD_ENERGY.prometheus,
     type: "counter",
-    help: "Energy consumed by the GPU since the agent started, as its sampler saw it (J; never decreasing).",
+    help: CARD_ENERGY.help,
     labels: "hw",
     value: (g) => g.energyTotalJ,
   },
   {
-    name: "hw_power_watts",
+    name: CARD_POWER.prometheus,
     type: "gauge",
-    help: "Instantaneous power consumed by the GPU (W).",
+    help: CARD_POWER.help,
     labels: "hw",
     value: (g) => g.watts,
   },
@@ -173,17 +171,9 @@ export function formatMetrics(gpus: readonly GpuMetrics[], version: string): str
   return `${out.join("\n")}\n`;
 }
 
-/** The hardware conventions' labels of a card; its model from the state when the probe had none. */
+/** The card's labels (./names.ts); its model name from the state where the probe had none. */
 function hwLabels(g: GpuMetrics): string {
   const id = g.identity;
-  const model = id.model ?? g.state.name;
-  const parts = [
-    `hw_id="${escapeLabel(id.id)}"`,
-    'hw_type="gpu"',
-    `hw_name="${escapeLabel(id.name)}"`,
-    `hw_vendor="${escapeLabel(id.vendor)}"`,
-  ];
-  if (model !== null) parts.push(`hw_model="${escapeLabel(model)}"`);
-  if (id.driverVersion !== null) parts.push(`hw_driver_version="${escapeLabel(id.driverVersion)}"`);
-  return parts.join(",");
+  const named = id.name === `gpu${g.gpu}` && g.state.name !== null ? { ...id, name: g.state.name } : id;
+  return cardLabelText(named);
 }

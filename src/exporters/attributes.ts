@@ -7,6 +7,8 @@
  * the whole record is `energy.toJSON()`.
  */
 import type { Energy } from "../rules/energy.js";
+import type { ResolvedNode } from "../rules/node.js";
+import { nodeHwId, REQUEST_LABELS } from "./names.js";
 
 export type AttributeValue = string | number | boolean | string[];
 export type FlatAttributes = Record<string, AttributeValue>;
@@ -63,36 +65,37 @@ export interface LabelEntry {
   count: number;
 }
 
+type Nested<T> = Map<string, T>;
+
 /**
- * The labels of the per-request metrics (method, backend, node): one frozen object per
- * combination, so that recording allocates nothing, with a count of the windows under each.
+ * The labels of the per-request metrics (./names.ts REQUEST_LABELS, as `face` names them): one
+ * frozen object per combination, so that recording allocates nothing, with a count of the
+ * windows under each.
  */
 export class LabelCache {
-  /** method → backend → node → entry: found with no string built per window. */
-  private readonly cache = new Map<string, Map<string, Map<string, LabelEntry>>>();
+  /** method → backend → node → hw_id → entry: found with no string built per window. */
+  private readonly cache: Nested<Nested<Nested<Nested<LabelEntry>>>> = new Map();
   private readonly all: LabelEntry[] = [];
 
-  constructor(private readonly keys: { method: string; backend: string; node: string }) {}
+  constructor(private readonly face: "prometheus" | "otel") {}
 
-  of(method: string, backend: string, node: string): LabelEntry {
-    let byBackend = this.cache.get(method);
-    if (byBackend === undefined) {
-      byBackend = new Map();
-      this.cache.set(method, byBackend);
-    }
-    let byNode = byBackend.get(backend);
-    if (byNode === undefined) {
-      byNode = new Map();
-      byBackend.set(backend, byNode);
-    }
-    let entry = byNode.get(node);
+  of(method: string, backend: string, node: ResolvedNode): LabelEntry {
+    const byNode = child(child(this.cache, method), backend);
+    const byHw = child(byNode, node.name);
+    const hwId = nodeHwId(node);
+    let entry = byHw.get(hwId);
     if (entry === undefined) {
-      const k = this.keys;
-      entry = {
-        labels: Object.freeze({ [k.method]: method, [k.backend]: backend, [k.node]: node }),
-        count: 0,
+      const L = REQUEST_LABELS;
+      const f = this.face;
+      const labels = {
+        [L.hwId[f]]: hwId,
+        [L.hwType[f]]: "gpu",
+        [L.method[f]]: method,
+        [L.backend[f]]: backend,
+        [L.node[f]]: node.name,
       };
-      byNode.set(node, entry);
+      entry = { labels: Object.freeze(labels), count: 0 };
+      byHw.set(hwId, entry);
       this.all.push(entry);
     }
     return entry;
@@ -101,6 +104,15 @@ export class LabelCache {
   entries(): readonly LabelEntry[] {
     return this.all;
   }
+}
+
+function child<T>(map: Map<string, Map<string, T>>, key: string): Map<string, T> {
+  let next = map.get(key);
+  if (next === undefined) {
+    next = new Map();
+    map.set(key, next);
+  }
+  return next;
 }
 
 /**

@@ -38,16 +38,3 @@ export class CardFigureReader {
     return out;
   }
 }
-
-/** The `hw.*` attributes of a card (OpenTelemetry hardware conventions), without the unknown ones. */
-export function hwAttributes(identity: CardIdentity): Record<string, string> {
-  const attributes: Record<string, string> = {
-    "hw.id": identity.id,
-    "hw.type": "gpu",
-    "hw.name": identity.name,
-    "hw.vendor": identity.vendor,
-  };
-  if (identity.model !== null) attributes["hw.model"] = identity.model;
-  if (identity.driverVersion !== null) attributes["hw.driver_version"] = identity.driverVersion;
-  return attributes;
-}

@@ -10,11 +10,11 @@
  * - the span active when a window opened gets the window's record as attributes
  *   (`giul.energy.joules`, `.method`, `.backend`, `.uncertainty_joules`, …) and one `giul.stage`
  *   event per stage, at the stage's end;
- * - `giul.request.energy` (histogram, J) and `giul.requests` (counter) with `giul.energy.method`,
- *   `giul.energy.backend` and `giul.node`;
+ * - `giul.request.energy` (histogram, J) and `giul.requests` (counter) with `hw.id`, `hw.type`,
+ *   `giul.energy.method`, `giul.energy.backend` and `giul.node`;
  * - `hw.energy` (counter, J) and `hw.power` (gauge, W) per local GPU, with `hw.id`, `hw.type`,
- *   `hw.vendor`, `hw.model`, `hw.driver_version` (OpenTelemetry's hardware conventions), read from
- *   the samplers already running at each collection: no NVML call.
+ *   `hw.name`, `hw.vendor`, `hw.driver_version` (OpenTelemetry's hardware conventions), read from
+ *   the samplers already running at each collection: no NVML call. Names: ./names.ts.
  *
  * `@opentelemetry/api` is an optional peer dependency of giul: install it to use this entry.
  */
@@ -36,7 +36,8 @@ import {
 import { type EnergyMessage, GIUL_CHANNELS, type WindowOpenMessage } from "../diagnostics.js";
 import type { Energy } from "../rules/energy.js";
 import { hrTimeOfMs, JOULE_BUCKETS, LabelCache, setEnergyAttributes, stageAttributes } from "./attributes.js";
-import { CardFigureReader, hwAttributes } from "./cards.js";
+import { CardFigureReader } from "./cards.js";
+import { CARD_ENERGY, CARD_POWER, cardAttributes, REQUEST_ENERGY, REQUESTS } from "./names.js";
 
 export interface OpenTelemetryOptions {
   /** Where the metrics go. Default: the global one (`metrics.getMeterProvider()`). */
@@ -83,24 +84,18 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
   const windowSpans = options.windowSpans ?? false;
   const tracer = windowSpans ? (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE) : null;
 
-  const energy = meter.createHistogram("giul.request.energy", {
-    unit: "J",
-    description:
-      "Energy charged to each metered request: joules above idle (its share of the card under shared " +
-      "attribution); sampled or estimated, as giul.energy.method says",
+  const energy = meter.createHistogram(REQUEST_ENERGY.otel, {
+    unit: REQUEST_ENERGY.unit,
+    description: REQUEST_ENERGY.help,
     valueType: ValueType.DOUBLE,
     advice: { explicitBucketBoundaries: [...JOULE_BUCKETS] },
   });
   // Counted here and observed at each collection: an instrument's add() would hash the labels
   // again for every window.
-  const labels = new LabelCache({
-    method: "giul.energy.method",
-    backend: "giul.energy.backend",
-    node: "giul.node",
-  });
-  const requests = meter.createObservableCounter("giul.requests", {
-    unit: "{request}",
-    description: "Metered requests (windows closed), by how their energy was obtained: unknown ones included",
+  const labels = new LabelCache("otel");
+  const requests = meter.createObservableCounter(REQUESTS.otel, {
+    unit: REQUESTS.unit,
+    description: REQUESTS.help,
     valueType: ValueType.INT,
   });
   const countRequests: ObservableCallback = (result) => {
@@ -120,7 +115,7 @@ export function instrumentOpenTelemetry(options: OpenTelemetryOptions = {}): Ope
   const onEnergy = (message: unknown): void => {
     try {
       const { opening, node, energy: e, openMs, closeMs } = message as EnergyMessage;
-      const tags = labels.of(e.method, e.backend, node.name);
+      const tags = labels.of(e.method, e.backend, node);
       tags.count += 1;
       if (e.joules !== null) energy.record(e.joules, tags.labels);
       if (!onSpans && tracer === null) return;
@@ -183,22 +178,21 @@ function hrTimeOf(performanceMs: number): [number, number] {
 
 /** hw.energy and hw.power for the local GPUs, observed at each collection. */
 function cardInstruments(meter: ReturnType<MeterProvider["getMeter"]>): { remove(): void } {
-  const hwEnergy = meter.createObservableCounter("hw.energy", {
-    unit: "J",
-    description:
-      "Energy consumed by the GPU, as giul's sampler saw it while it ran (never decreasing; see giul's README)",
+  const hwEnergy = meter.createObservableCounter(CARD_ENERGY.otel, {
+    unit: CARD_ENERGY.unit,
+    description: CARD_ENERGY.help,
     valueType: ValueType.DOUBLE,
   });
-  const hwPower = meter.createObservableGauge("hw.power", {
-    unit: "W",
-    description: "Instantaneous power consumed by the GPU: the newest sample of giul's sampler",
+  const hwPower = meter.createObservableGauge(CARD_POWER.otel, {
+    unit: CARD_POWER.unit,
+    description: CARD_POWER.help,
     valueType: ValueType.DOUBLE,
   });
   const reader = new CardFigureReader();
   const callback: BatchObservableCallback = (result) => {
     try {
       for (const card of reader.read()) {
-        const attributes = hwAttributes(card.identity);
+        const attributes = cardAttributes(card.identity);
         if (card.energyJ !== null) result.observe(hwEnergy, card.energyJ, attributes);
         if (card.powerW !== null) result.observe(hwPower, card.powerW, attributes);
       }

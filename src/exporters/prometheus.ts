@@ -26,6 +26,7 @@ import { type EnergyMessage, GIUL_CHANNELS } from "../diagnostics.js";
 import type { CardIdentity } from "../select/in-use.js";
 import { JOULE_BUCKETS, LabelCache } from "./attributes.js";
 import { CardFigureReader } from "./cards.js";
+import { CARD_ENERGY, CARD_POWER, cardLabels, REQUEST_ENERGY, REQUEST_LABELS, REQUESTS } from "./names.js";
 
 export interface PrometheusOptions {
   /** Buckets of `giul_request_energy_joules` (J). Default: 0.1, 0.25, 0.5, 1, … 5000, 10000. */
@@ -41,20 +42,21 @@ export interface PrometheusCollection {
 
 type AnyRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
 
-const REQUEST_LABELS = ["method", "backend", "node"] as const;
-const HW_LABELS = ["hw_id", "hw_type", "hw_name", "hw_vendor", "hw_model", "hw_driver_version"] as const;
+const L = REQUEST_LABELS;
+const REQUEST_LABEL_NAMES = [L.hwId, L.hwType, L.method, L.backend, L.node].map((l) => l.prometheus);
+const HW_LABELS = ["hw_id", "hw_type", "hw_name", "hw_vendor", "hw_driver_version"] as const;
 
 /**
  * Registers giul's metrics in `registry` (default: prom-client's global one) and fills them from
  * every window closed from now on. Once per registry (prom-client refuses a name registered twice).
  *
- * - `giul_request_energy_joules` (histogram): joules charged to each request, labelled `method`,
- *   `backend`, `node`; windows without a figure (`unknown`) are not in it;
- * - `giul_attributed_energy_joules_total` (counter): the same joules summed;
+ * - `giul_request_energy_joules` (histogram): joules charged to each request, labelled `hw_id`,
+ *   `hw_type`, `energy_method`, `backend`, `node`; windows without a figure (`unknown`) are not in it;
  * - `giul_requests_total` (counter): every window closed, `unknown` ones included;
  * - `hw_energy_joules_total` (counter) and `hw_power_watts` (gauge) per local GPU, labelled
- *   `hw_id`, `hw_type="gpu"`, `hw_name`, `hw_vendor`, `hw_model`, `hw_driver_version`, read at each
- *   scrape from the samplers already running (no NVML call).
+ *   `hw_id`, `hw_type="gpu"`, `hw_name`, `hw_vendor`, `hw_driver_version`, read at each scrape from
+ *   the samplers already running (no NVML call).
+ * The names and HELP texts are those of every face (./names.ts).
  */
 export function collectGiulMetrics(
   registry: AnyRegistry = register,
@@ -62,36 +64,29 @@ export function collectGiulMetrics(
 ): PrometheusCollection {
   const registers = [registry];
   const histogram = new Histogram({
-    name: "giul_request_energy_joules",
-    help: "Energy charged to each metered request (J above idle; its share of the card under shared attribution).",
-    labelNames: REQUEST_LABELS,
+    name: REQUEST_ENERGY.prometheus,
+    help: REQUEST_ENERGY.help,
+    labelNames: REQUEST_LABEL_NAMES,
     buckets: [...(options.buckets ?? JOULE_BUCKETS)],
     registers,
   });
-  const attributed = new Counter({
-    name: "giul_attributed_energy_joules_total",
-    help: "Joules charged to metered requests, summed (sampled or estimated, as method says).",
-    labelNames: REQUEST_LABELS,
-    registers,
-  });
   const requests = new Counter({
-    name: "giul_requests_total",
-    help: "Metered requests (windows closed), by how their energy was obtained: unknown ones included.",
-    labelNames: REQUEST_LABELS,
+    name: REQUESTS.prometheus,
+    help: REQUESTS.help,
+    labelNames: REQUEST_LABEL_NAMES,
     registers,
   });
-  const names = ["giul_request_energy_joules", "giul_attributed_energy_joules_total", "giul_requests_total"];
+  const names = [REQUEST_ENERGY.prometheus, REQUESTS.prometheus];
   if (options.cardMetrics ?? true) names.push(...cardMetrics(registers));
 
-  const labels = new LabelCache({ method: "method", backend: "backend", node: "node" });
+  const labels = new LabelCache("prometheus");
   const onEnergy = (message: unknown): void => {
     try {
       const { node, energy: e } = message as EnergyMessage;
-      const tags = labels.of(e.method, e.backend, node.name).labels;
+      const tags = labels.of(e.method, e.backend, node).labels;
       requests.inc(tags);
       if (e.joules === null) return;
       histogram.observe(tags, e.joules);
-      if (e.joules > 0) attributed.inc(tags, e.joules);
     } catch {
       // An exporter never throws into the Meter's caller.
     }
@@ -114,8 +109,8 @@ function cardMetrics(registers: AnyRegistry[]): string[] {
   /** What each series has been increased by so far (the counter follows the reader's total). */
   const exported = new Map<string, number>();
   new Counter({
-    name: "hw_energy_joules_total",
-    help: "Energy consumed by the GPU, as giul's sampler saw it while it ran (never decreasing; see giul's README).",
+    name: CARD_ENERGY.prometheus,
+    help: CARD_ENERGY.help,
     labelNames: HW_LABELS,
     registers,
     collect() {
@@ -130,8 +125,8 @@ function cardMetrics(registers: AnyRegistry[]): string[] {
     },
   });
   new Gauge({
-    name: "hw_power_watts",
-    help: "Instantaneous power consumed by the GPU: the newest sample of giul's sampler (W).",
+    name: CARD_POWER.prometheus,
+    help: CARD_POWER.help,
     labelNames: HW_LABELS,
     registers,
     collect() {
@@ -141,19 +136,11 @@ function cardMetrics(registers: AnyRegistry[]): string[] {
       }
     },
   });
-  return ["hw_energy_joules_total", "hw_power_watts"];
+  return [CARD_ENERGY.prometheus, CARD_POWER.prometheus];
 }
 
 type HwLabel = (typeof HW_LABELS)[number];
 
 function hwLabels(identity: CardIdentity): Partial<Record<HwLabel, string>> {
-  const out: Partial<Record<HwLabel, string>> = {
-    hw_id: identity.id,
-    hw_type: "gpu",
-    hw_name: identity.name,
-    hw_vendor: identity.vendor,
-  };
-  if (identity.model !== null) out.hw_model = identity.model;
-  if (identity.driverVersion !== null) out.hw_driver_version = identity.driverVersion;
-  return out;
+  return Object.fromEntries(cardLabels(identity)) as Partial<Record<HwLabel, string>>;
 }

@@ -21,9 +21,12 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import { answerClientErrors } from "../agent/connections.js";
+import { EnergyTotal, freshPowerW } from "../edges/energy-total.js";
+import { nodeHwId } from "../exporters/names.js";
 import { Meter, type MeterOptions } from "../meter/meter.js";
 import { type Energy, unmeasured } from "../rules/energy.js";
 import { nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
+import { type CardIdentity, cardInUse } from "../select/in-use.js";
 import { forcedBackend, nodeAtCard, type Selection, select } from "../select/index.js";
 import type { Track } from "../track/track.js";
 import { whileAlive } from "../vocabulary/alive.js";
@@ -128,14 +131,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
     c.reason === null ? [] : [several ? `GPU ${c.index >= 0 ? c.index : c.uuid}: ${c.reason}` : c.reason],
   );
   const reason = reasons.length === 0 ? null : reasons.join("; ");
-  const hwId = (c: ProxyCard) => {
-    const id = c.index >= 0 ? `gpu${c.index}` : (c.uuid ?? "gpu");
-    return node.isLocal ? id : several ? `${node.name}/${id}` : node.name;
-  };
-  const metrics = new ProxyMetrics(
-    several ? cards.map(hwId).join(",") : hwId(cards[0] as ProxyCard),
-    several ? cards.map(hwId) : null,
-  );
+  const metrics = new ProxyMetrics(() => ({ hwId: nodeHwId(node), name: node.name }), cards.length);
   const https = o.upstream.protocol === "https:";
   const agentOptions = {
     keepAlive: true,
@@ -272,7 +268,7 @@ export async function startProxy(options: ProxyOptions): Promise<MeteringProxy> 
     guard(admin);
   }
 
-  const cardGauges = (): CardGauges[] => cards.map((c) => ({ ...gauges(c), hwId: hwId(c) }));
+  const cardGauges = (): CardGauges[] => cards.map((c) => gauges(c, node, several));
 
   let address: AddressInfo;
   let adminAddress: AddressInfo | null = null;
@@ -338,6 +334,8 @@ interface ProxyCard {
   readonly index: number;
   /** The UUID the node named it by, or null. */
   readonly uuid: string | null;
+  /** hw_energy_joules_total: the card's energy since the proxy began sampling it. */
+  readonly total: EnergyTotal;
   readonly selection: Selection;
   readonly track: Track | null;
   readonly reason: string | null;
@@ -356,7 +354,8 @@ async function proxyCard(card: ResolvedNode, periodMs: number): Promise<ProxyCar
     reason = ready.ok ? reason : ready.reason;
   }
   const uuid = card.cards[0]?.gpuUuid ?? null;
-  const out: ProxyCard = { index: nodeAtCard(card).gpuIndex, uuid, selection, track, reason, name: null };
+  const index = nodeAtCard(card).gpuIndex;
+  const out: ProxyCard = { index, uuid, total: new EnergyTotal(), selection, track, reason, name: null };
   void selection.reader
     ?.readInfo()
     .then((info) => {
@@ -366,16 +365,25 @@ async function proxyCard(card: ResolvedNode, periodMs: number): Promise<ProxyCar
   return out;
 }
 
-/** The card as its sampler last read it. */
-function gauges(c: ProxyCard): Omit<CardGauges, "hwId"> {
+/** Who a card of the proxy is: as selection noted it (./../select/in-use.ts), or a remote agent's. */
+function identityOf(c: ProxyCard, node: ResolvedNode, several: boolean): CardIdentity {
+  const local = c.index >= 0 ? cardInUse(c.index)?.identity : undefined;
+  if (node.isLocal && local !== undefined) return local;
+  const at = c.index >= 0 ? `gpu${c.index}` : (c.uuid ?? "gpu");
+  const id = node.isLocal ? (c.uuid ?? at) : several ? `${node.name}/${c.uuid ?? at}` : node.name;
+  return { id, name: c.name ?? at, vendor: "NVIDIA", driverVersion: null };
+}
+
+/** The card as its sampler last read it; its energy since the proxy began sampling it. */
+function gauges(c: ProxyCard, node: ResolvedNode, several: boolean): CardGauges {
+  const identity = identityOf(c, node, several);
   const readings = c.track?.readings;
   const sample = readings?.latest() ?? null;
   const info = readings?.ringInfo() ?? null;
-  if (sample === null || info === null) return { watts: null, energyJ: null, name: c.name };
-  const fresh = Number(process.hrtime.bigint() - sample.tNs) < Math.max(1e9, 5 * info.periodNs);
+  if (readings === undefined || info === null) return { identity, watts: null, energyJ: c.total.totalJ };
   return {
-    watts: fresh && Number.isFinite(sample.powerMw) ? sample.powerMw / 1000 : null,
-    energyJ: Number.isFinite(sample.cumulativeMj) ? sample.cumulativeMj / 1000 : null,
-    name: c.name,
+    identity,
+    watts: freshPowerW(sample, info.periodNs, process.hrtime.bigint()),
+    energyJ: c.total.observe(sample, info.column, readings),
   };
 }

@@ -16,12 +16,10 @@ import type { BackendName } from "../vocabulary/measurement.js";
 export interface CardIdentity {
   /** `hw.id`: the card's UUID where NVML read it, else `gpu<index>`. */
   readonly id: string;
-  /** `hw.name`: `gpu<index>` (the NVML / nvidia-smi index). */
+  /** `hw.name`: the card's model name (e.g. "NVIDIA H100 80GB HBM3"), else `gpu<index>`. */
   readonly name: string;
   /** `hw.vendor`. */
   readonly vendor: string;
-  /** `hw.model`: the card's name (e.g. "NVIDIA H100 80GB HBM3"), or null when not read. */
-  readonly model: string | null;
   /** `hw.driver_version`, or null when not read. */
   readonly driverVersion: string | null;
 }
@@ -72,9 +70,8 @@ export function noteCardInUse(
     readings,
     identity: Object.freeze({
       id: known?.uuid ?? `gpu${gpuIndex}`,
-      name: `gpu${gpuIndex}`,
+      name: known?.name ?? `gpu${gpuIndex}`,
       vendor: "NVIDIA",
-      model: known?.name ?? null,
       driverVersion: known?.driverVersion ?? null,
     }),
   });
