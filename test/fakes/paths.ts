@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,4 +61,22 @@ export function readmeAndDocs(): string {
     .sort()
     .map((f) => readFileSync(join(docs, f), "utf8"));
   return [readFileSync(join(ROOT, "README.md"), "utf8"), ...pages].join("\n");
+}
+
+/**
+ * A program the user has (`prometheus`, `chromium`): `env` names it where set, else the first of
+ * `names` on PATH. Where none is found the suite is skipped with the reason printed, except in CI,
+ * where this throws (.ci/run installs them).
+ */
+export function program(names: readonly string[], env: string, what: string): string | null {
+  const given = process.env[env];
+  if (given !== undefined && given !== "") return given;
+  for (const name of names) {
+    const found = spawnSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" }).stdout.trim();
+    if (found !== "") return found;
+  }
+  const message = `${what} not found (${names.join(" or ")} on PATH, or ${env}); on Debian: apt-get install ${names[0]}`;
+  if (IN_CI) throw new Error(`CI is set, so this suite may not be skipped: ${message}`);
+  console.warn(`skipping: ${message}`);
+  return null;
 }
