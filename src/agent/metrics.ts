@@ -22,7 +22,7 @@ export interface GpuMetrics {
   readonly watts: number | null;
   /** The sampler's cumulative column now (J): the deprecated giul_energy_joules_total. */
   readonly energyJ: number | null;
-  /** Energy since the agent started, never decreasing (J): hw_energy_joules_total. */
+  /** Energy since the first scrape, never decreasing (J): hw_energy_joules_total. */
   readonly energyTotalJ: number | null;
   /** Who the card is (hw_* labels). */
   readonly identity: CardIdentity;

@@ -84,7 +84,7 @@ export class DeviceMonitor {
   private readonly options: MonitorOptions;
   private readonly series: string;
   private stopped = false;
-  /** hw_energy_joules_total: the sampler's energy since the agent started, never decreasing. */
+  /** hw_energy_joules_total: the sampler's energy since the first scrape, never decreasing. */
   private readonly total = new EnergyTotal();
 
   constructor(options: MonitorOptions) {

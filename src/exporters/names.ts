@@ -36,7 +36,7 @@ export const CARD_ENERGY: MetricName = {
   otel: "hw.energy",
   prometheus: "hw_energy_joules_total",
   unit: "J",
-  help: "Energy consumed by the GPU since this process began sampling it (J): starts at 0 and never decreases, so rate() of it is the card's power.",
+  help: "Energy consumed by the GPU since this exporter first read it, at its first scrape or collection (J): starts at 0 there and never decreases, so rate() of it is the card's power.",
 };
 
 export const CARD_POWER: MetricName = {

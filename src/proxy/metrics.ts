@@ -3,7 +3,7 @@
  * request counts, and each card's power and energy, under the names and labels every face of giul
  * uses (../exporters/names.ts): `giul_request_energy_joules` and `giul_requests_total` labelled
  * `hw_id`, `hw_type`, `energy_method`, `backend`, `node`, as giul/prometheus has them; the cards'
- * `hw_power_watts` and `hw_energy_joules_total` (energy since the proxy began sampling) labelled
+ * `hw_power_watts` and `hw_energy_joules_total` (energy since the first scrape) labelled
  * as giul-agent has them. The proxy's own families are `giul_proxy_*`. A value that cannot be read
  * is left out, never written as 0.
  */
@@ -30,7 +30,7 @@ const MAX_MODELS = 64;
 export interface CardGauges {
   readonly identity: CardIdentity;
   readonly watts: number | null;
-  /** Energy since the proxy began sampling the card (J), or null before the first reading. */
+  /** Energy since the first scrape (J), or null before the first reading. */
   readonly energyJ: number | null;
 }
 

@@ -334,7 +334,7 @@ interface ProxyCard {
   readonly index: number;
   /** The UUID the node named it by, or null. */
   readonly uuid: string | null;
-  /** hw_energy_joules_total: the card's energy since the proxy began sampling it. */
+  /** hw_energy_joules_total: the card's energy since the proxy first reported it (its first scrape). */
   readonly total: EnergyTotal;
   readonly selection: Selection;
   readonly track: Track | null;
@@ -374,7 +374,7 @@ function identityOf(c: ProxyCard, node: ResolvedNode, several: boolean): CardIde
   return { id, name: c.name ?? at, vendor: "NVIDIA", driverVersion: null };
 }
 
-/** The card as its sampler last read it; its energy since the proxy began sampling it. */
+/** The card as its sampler last read it; its energy since the proxy first reported it (its first scrape). */
 function gauges(c: ProxyCard, node: ResolvedNode, several: boolean): CardGauges {
   const identity = identityOf(c, node, several);
   const readings = c.track?.readings;
