@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup";
 
 // The library in two module formats, and the command-line tools (bin: giul-probe, giul-agent,
-// giul-proxy) as ESM only, which is all their bin entries run. `shims` gives the CommonJS build an
+// giul-proxy, giul-report) as ESM only, which is all their bin entries run. `shims` gives the CommonJS build an
 // `import.meta.url`, which src/sources/native/binding.ts uses to find the package root (build/ and prebuilds/).
 // No source maps: the published files are the bundles and their types. No `clean` either (the two
 // builds run at once and would clean each other's output): `npm run build:ts` empties dist/ first.
@@ -43,6 +43,7 @@ export default defineConfig([
       "cli/probe": "src/cli/probe.ts",
       "cli/agent": "src/cli/agent.ts",
       "cli/proxy": "src/cli/proxy.ts",
+      "cli/report": "src/cli/report.ts",
     },
     external,
     format: ["esm"],

@@ -193,4 +193,41 @@ describe.runIf(ready)("one set of names on every face", () => {
       expect((f as Family).help).toBe(prometheus.get(like)?.help);
     }
   });
+
+  it("examples/grafana-dashboard.json queries only metrics and labels that giul emits", () => {
+    const dashboard = JSON.parse(readFileSync(join(ROOT, "examples", "grafana-dashboard.json"), "utf8"));
+    const exprs: string[] = dashboard.panels.flatMap((p: { targets: { expr: string }[] }) =>
+      p.targets.map((t) => t.expr),
+    );
+    exprs.push(...dashboard.templating.list.map((v: { definition: string }) => v.definition));
+    expect(exprs.length).toBeGreaterThanOrEqual(8);
+    const emitted = new Map<string, Family>();
+    for (const text of [texts.proxy, texts.agent, texts.prometheus])
+      for (const [name, f] of families(text as string)) if (!emitted.has(name)) emitted.set(name, f);
+    for (const expr of exprs) {
+      const used = [...expr.matchAll(/([a-zA-Z_:][\w:]*)\s*(\{[^}]*\}|\[)/g)];
+      const bare = /label_values\((\w+),\s*(\w+)\)/.exec(expr);
+      const metrics = bare
+        ? [[bare[1] as string, `{${bare[2]}=""}`]]
+        : used.map((m) => [m[1] as string, m[2] as string]);
+      expect(metrics.length, expr).toBeGreaterThan(0);
+      for (const [metric, selector] of metrics) {
+        const base = (metric as string).replace(/_(bucket|sum|count)$/, "");
+        const f =
+          emitted.get(metric as string) ??
+          (emitted.get(base)?.type === "histogram" ? emitted.get(base) : undefined);
+        expect(f, `${metric} (in ${expr}) is not a metric giul emits`).toBeDefined();
+        const labels = [...(selector ?? "").matchAll(/(\w+)\s*(?:=~|!=|=)/g)].map((m) => m[1] as string);
+        const by =
+          /by \(([^)]*)\)/
+            .exec(expr)?.[1]
+            ?.split(",")
+            .map((l) => l.trim()) ?? [];
+        for (const label of [...labels, ...by]) {
+          if (label === "le" || label === "job") continue;
+          expect((f as Family).labels.has(label), `${metric} has no label ${label} (in ${expr})`).toBe(true);
+        }
+      }
+    }
+  });
 });

@@ -69,7 +69,7 @@ const HOST = `${process.platform}-${process.arch}`;
  * The most a tarball may weigh: packed (gzip) and unpacked, in bytes. A few kB above today's for
  * the next feature, not for a regression (the history of this budget is in git).
  */
-const BUDGET = { packed: 640_000, unpacked: 1_840_000 };
+const BUDGET = { packed: 650_000, unpacked: 1_880_000 };
 
 let tarball: string;
 let work: string;
@@ -103,6 +103,7 @@ function expectedFiles(): string[] {
     "dist/cli/agent.js",
     "dist/cli/probe.js",
     "dist/cli/proxy.js",
+    "dist/cli/report.js",
     "dist/client.cjs",
     "dist/client.d.cts",
     "dist/client.d.ts",
