@@ -261,6 +261,14 @@ describe.runIf(ready)("giul-proxy end to end", () => {
     expect(head.status).toBe(200);
     expect(head.headers["content-length"]).toBe("2");
     expect(head.body.length).toBe(0);
+    // A request that names no model, measured: counted, but in no model's series (none is "").
+    const nameless = await raw(proxy.url, "/v1/chat/completions", {
+      body: JSON.stringify({ messages: [], max_tokens: 3, stub: { ttft_ms: 60 } }),
+      headers: { "x-request-id": "nameless-1" },
+    });
+    expect(nameless.status).toBe(200);
+    const { record } = await recordOf("nameless-1");
+    expect(record).toMatchObject({ model: null, method: "sampled" });
   });
 
   it("a JSON answer framed any way (chunked, gzip, deflate, br): energy in its headers and usage", async () => {
