@@ -28,8 +28,6 @@ export interface GpuMetrics {
   readonly identity: CardIdentity;
 }
 
-export { escapeLabel };
-
 function num(value: number): string {
   if (Number.isNaN(value)) return "NaN";
   if (value === Number.POSITIVE_INFINITY) return "+Inf";

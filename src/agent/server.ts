@@ -17,6 +17,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
+import { CARD_UUID } from "../rules/node.js";
 import { packageRoot } from "../sources/native/binding.js";
 import { debug } from "../vocabulary/debug.js";
 import { EDGE_AGE_HEADER, EDGE_AGE_MAX_NS } from "../vocabulary/wire.js";
@@ -196,7 +197,7 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       return;
     }
     const raw = url.searchParams.get("gpu");
-    if (raw !== null && !/^\d{1,4}$/.test(raw) && !/^[A-Za-z][A-Za-z0-9_.:-]{0,95}$/.test(raw)) {
+    if (raw !== null && !/^\d{1,4}$/.test(raw) && !CARD_UUID.test(raw)) {
       sendError(
         res,
         400,

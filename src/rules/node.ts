@@ -220,8 +220,8 @@ function resolved(node: ResolvedNode): ResolvedNode {
   return node;
 }
 
-/** A card's UUID as NVML prints it (GPU-…, MIG-…): no spaces, no URL or label syntax. */
-const UUID_RE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,95}$/;
+/** A card UUID as NVML prints it (GPU-…, MIG-…): a letter first, no spaces, no URL or label syntax. */
+export const CARD_UUID = /^[A-Za-z][A-Za-z0-9_.:-]{0,95}$/;
 
 /** The cards a node names: by `gpuIndex` (default 0) or by `gpuUuid`, one value or a list. */
 function cardNames(
@@ -240,7 +240,7 @@ function cardNames(
   const seen = new Set<unknown>();
   names.forEach((name: unknown, i: number) => {
     const at = Array.isArray(raw) ? `${field}[${i}]` : field;
-    if (byUuid && (typeof name !== "string" || !UUID_RE.test(name))) {
+    if (byUuid && (typeof name !== "string" || !CARD_UUID.test(name))) {
       throw invalid(at, `expected a card's UUID as nvidia-smi -L prints it (GPU-…), got ${describe(name)}`);
     }
     if (!byUuid && (typeof name !== "number" || !Number.isInteger(name) || name < 0 || name > 1023)) {

@@ -137,10 +137,8 @@ export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName
 export function select(node: ResolvedNode, forced: BackendName | null): Promise<Selection> {
   const uuid = namedUuid(node);
   if (uuid !== null) {
-    const index = foundIndex.get(uuid);
-    return index === undefined
-      ? selectNamed(node, uuid, forced)
-      : select(withFoundIndex(node, index), forced);
+    const at = nodeAtCard(node);
+    return at === node ? selectNamed(node, uuid, forced) : select(at, forced);
   }
   const key = cacheKey(node, forced);
   const hit = cache.get(key);
