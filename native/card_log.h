@@ -119,6 +119,8 @@ class CardLog {
   const size_t bytes_;
   const Scope scope_;
   int64_t epoch_ns_ = 0;
+  // This process's pid, read once: getpid() is a system call, and Lock() runs at every append.
+  const uint32_t pid_;
   int slot_ = -1;
   uint64_t id_ = 0;
   std::mutex mutex_;  // serialises this process's appends before the segment's lock

@@ -147,7 +147,7 @@ describe("counter faults, generated (fast-check)", () => {
           }
         },
       ),
-      { numRuns: 60 },
+      { numRuns: Number(process.env.GIUL_PROPERTY_RUNS ?? 60) },
     );
     expect(windows).toBeGreaterThanOrEqual(1000);
   }, 120_000);
