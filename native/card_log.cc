@@ -352,7 +352,7 @@ void CardLog::Unlock() { header()->lock.store(0, std::memory_order_release); }
 bool CardLog::Join() {
   std::lock_guard<std::mutex> guard(mutex_);
   last_reap_ns_ = 0;
-  const int me = getpid();
+  const int me = static_cast<int>(pid_);
   const uint64_t start = ProcessStartTicks(me);
   // Free the slots of the dead first (their windows closed by an entry), then take a free one.
   ReapHeld();

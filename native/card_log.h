@@ -119,7 +119,8 @@ class CardLog {
   const size_t bytes_;
   const Scope scope_;
   int64_t epoch_ns_ = 0;
-  // This process's pid, read once: getpid() is a system call, and Lock() runs at every append.
+  // This process's pid, read once (getpid() is a system call, and Lock() runs at every append):
+  // a Node process never forks without exec, so no copy of this object outlives it in a child.
   const uint32_t pid_;
   int slot_ = -1;
   uint64_t id_ = 0;

@@ -11,6 +11,7 @@ import { SyntheticCard } from "./fakes/synthetic.js";
 // window is run through the rules (src/rules/energy.ts charge) and scored against the trace's exact
 // energy. A `sampled` figure must lie within its bar and never be a zero; the failing seed is
 // printed by fast-check when one does not.
+// GIUL_PROPERTY_RUNS sets the number of generated cases (60 by default), for a longer search by hand.
 
 const IDLE_W = 60;
 const STEP_MS = 100;
