@@ -118,6 +118,9 @@ std::chrono::nanoseconds Sampler::PeriodLocked() const {
   if (periods_.empty()) {
     period_ms = kDefaultPeriodMs;
   }
+  if (std::chrono::steady_clock::now() - started_ < std::chrono::milliseconds(kLearningMs)) {
+    period_ms = std::min(period_ms, kLearningPeriodMs);
+  }
   if (failed_) {
     period_ms = std::max(period_ms, kFailedPeriodMs);
   }
@@ -168,6 +171,10 @@ void Sampler::RingDoorbells() {
 void Sampler::Run() {
   NameThisThread(index_);
   auto scheduled = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    started_ = scheduled;
+  }
   while (!stop_.load(std::memory_order_acquire)) {
     last_tick_ = std::chrono::steady_clock::now();
     Tick();

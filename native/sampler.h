@@ -28,6 +28,11 @@ class Sampler {
   static constexpr int kDefaultPeriodMs = 10;
   /// While no read has ever succeeded, the thread retries no faster than this.
   static constexpr int kFailedPeriodMs = 100;
+  /// For its first kLearningMs a new sampler ticks at most this far apart, whatever period is
+  /// asked: the reads then bound how often the energy counter updates (src/edges/staleness.ts),
+  /// which a long period alone cannot show for many seconds.
+  static constexpr int kLearningPeriodMs = 2;
+  static constexpr int kLearningMs = 250;
 
   Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library);
   ~Sampler();
@@ -134,6 +139,8 @@ class Sampler {
 
   // Owned by the thread.
   std::chrono::steady_clock::time_point last_tick_;
+  /// When the thread began (the learning ticks' start).
+  std::chrono::steady_clock::time_point started_;
   nvml::Device device_ = nullptr;
   bool have_device_ = false;
   Support energy_ = Support::kUnknown;

@@ -15,6 +15,8 @@ import { SyntheticCard } from "./fakes/synthetic.js";
 
 const IDLE_W = 60;
 const STEP_MS = 100;
+/** The most a card of these traces could draw (W). */
+const MOST_DRAW_W = 700;
 
 type Fault =
   | { kind: "back-to-near-zero"; atMs: number }
@@ -69,7 +71,8 @@ function jumps(f: Fault, card: SyntheticCard): JumpSpec[] {
     case "back-to-near-zero":
       return [{ tMs: at, deltaMj: -((card.truth.counterMj(at * 1e6) as number) - 500) }];
     case "back":
-      return [{ tMs: at, deltaMj: -f.j * 1000 }];
+      // A counter never reads below zero: back by at most what it holds.
+      return [{ tMs: at, deltaMj: -Math.min(f.j * 1000, (card.truth.counterMj(at * 1e6) as number) - 500) }];
     case "forward-beyond-any-card":
       return [{ tMs: at, deltaMj: 10_000_000 }];
     case "forward":
@@ -87,6 +90,64 @@ function jumps(f: Fault, card: SyntheticCard): JumpSpec[] {
   }
 }
 
+type Trace = { power: PowerPoint[]; featureMs: number };
+
+/**
+ * Runs 40 windows over `trace` with `fault` at `periodMs`, each through the rules; throws on a
+ * `sampled` figure outside its bar or a sampled zero. Windows that start and end within `nearNs`
+ * of the fault's instant are let be (see the property). Returns the windows run.
+ */
+async function checkCase(
+  trace: Trace,
+  fault: Fault,
+  periodMs: number,
+  seed: number,
+  nearNs = -1,
+): Promise<number> {
+  const faultAt = Math.ceil(fault.atMs / STEP_MS) * STEP_MS * 1e6;
+  const clean: DeviceSpec = { power: trace.power, counterStepMs: STEP_MS };
+  const device: DeviceSpec = { ...clean, counterJumps: jumps(fault, new SyntheticCard(clean)) };
+  const card = new SyntheticCard(device, { periodMs, dither: "golden", readsAtEdges: true });
+  const plans = windowPlans(40, { minMs: 50, maxMs: 600, gapMs: [0, 60], startMs: 800, seed }).filter(
+    (p) => p.close < 7_500e6,
+  );
+  const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: STEP_MS });
+  for (const r of rows) {
+    if (!r.sampled) continue;
+    if (nearNs > 0 && r.plan.close > faultAt - nearNs && r.plan.open < faultAt + nearNs) continue;
+    const measurement = {
+      ok: true as const,
+      grossJoules: r.figureJ + (IDLE_W * (r.plan.close - r.plan.open)) / 1e9,
+      uncertaintyJoules: r.barJ,
+      samples: 2,
+      maxGapMs: 0,
+      caveat: r.caveat,
+    };
+    const e = chargeOutcome(
+      { total: { measurement, seconds: (r.plan.close - r.plan.open) / 1e9, concurrency: null }, stages: [] },
+      {
+        backend: "nvml_counter",
+        idleW: IDLE_W,
+        joulesPer1kHint: null,
+        contendedBy: null,
+        contentionUnchecked: null,
+        shared: false,
+        attribution: "exclusive",
+      },
+      null,
+    );
+    if (e.method !== "sampled") continue;
+    const off = Math.abs((e.joules as number) - r.truthJ);
+    if (!(e.joules !== 0 && off <= (e.uncertaintyJoules as number) + 1e-9)) {
+      throw new Error(
+        `${fault.kind} at ${fault.atMs} ms, period ${periodMs} ms: window ${r.plan.open / 1e6}–${r.plan.close / 1e6} ms ` +
+          `reported ${e.joules} ± ${e.uncertaintyJoules} J against ${r.truthJ} J`,
+      );
+    }
+  }
+  return rows.length;
+}
+
 describe("counter faults, generated (fast-check)", () => {
   it("no sampled figure outside its bar, and no sampled zero, across random counter discontinuities", async () => {
     let windows = 0;
@@ -96,60 +157,36 @@ describe("counter faults, generated (fast-check)", () => {
         faultArb,
         fc.constantFrom(1, 2, 5, 10, 20, 50, 100, 1000),
         fc.integer({ min: 1, max: 1000 }),
-        async ({ power, featureMs }, fault, periodMs, seed) => {
+        async (trace, fault, periodMs, seed) => {
           // The power model's own assumption (src/edges/power-model.ts): no burst or dip shorter
           // than the longest interval between reads (1.618 periods); not a counter fault.
-          fc.pre(featureMs >= 2 * periodMs);
-          // A forward jump within a card's draw, or a stall, is told from energy only by power read
-          // often enough to place it (the sampler's own faults are told at every period).
-          fc.pre((fault.kind !== "forward" && fault.kind !== "stall") || periodMs <= 10);
-          const clean: DeviceSpec = { power, counterStepMs: STEP_MS };
-          const device: DeviceSpec = { ...clean, counterJumps: jumps(fault, new SyntheticCard(clean)) };
-          const card = new SyntheticCard(device, { periodMs, dither: "golden", readsAtEdges: true });
-          const plans = windowPlans(40, { minMs: 50, maxMs: 600, gapMs: [0, 60], startMs: 800, seed }).filter(
-            (p) => p.close < 7_500e6,
-          );
-          const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: STEP_MS });
-          for (const r of rows) {
-            windows += 1;
-            if (!r.sampled) continue;
-            const measurement = {
-              ok: true as const,
-              grossJoules: r.figureJ + (IDLE_W * (r.plan.close - r.plan.open)) / 1e9,
-              uncertaintyJoules: r.barJ,
-              samples: 2,
-              maxGapMs: 0,
-              caveat: r.caveat,
-            };
-            const e = chargeOutcome(
-              {
-                total: { measurement, seconds: (r.plan.close - r.plan.open) / 1e9, concurrency: null },
-                stages: [],
-              },
-              {
-                backend: "nvml_counter",
-                idleW: IDLE_W,
-                joulesPer1kHint: null,
-                contendedBy: null,
-                contentionUnchecked: null,
-                shared: false,
-                attribution: "exclusive",
-              },
-              null,
-            );
-            if (e.method !== "sampled") continue;
-            const off = Math.abs((e.joules as number) - r.truthJ);
-            if (!(e.joules !== 0 && off <= (e.uncertaintyJoules as number) + 1e-9)) {
-              throw new Error(
-                `${fault.kind} at ${fault.atMs} ms, period ${periodMs} ms: window ${r.plan.open / 1e6}–${r.plan.close / 1e6} ms ` +
-                  `reported ${e.joules} ± ${e.uncertaintyJoules} J against ${r.truthJ} J`,
-              );
-            }
-          }
+          fc.pre(trace.featureMs >= 2 * periodMs);
+          // At periods over 10 ms, two faults can fall between the reads so that the steps around
+          // them read as a sensor off by less than a calibration can be (0.75–1.33): a forward
+          // jump smaller than a card could draw over two periods (the issue asks it of jumps
+          // beyond that), and a stall no longer than two periods. The windows near them are let
+          // be; every other window, and every other fault, must be within its bar.
+          const hidden =
+            periodMs > 10 &&
+            ((fault.kind === "forward" && fault.j < (MOST_DRAW_W * 2 * periodMs) / 1000) ||
+              (fault.kind === "stall" && fault.steps * STEP_MS <= 2 * periodMs));
+          windows += await checkCase(trace, fault, periodMs, seed, hidden ? 2 * periodMs * 1e6 : -1);
         },
       ),
       { numRuns: Number(process.env.GIUL_PROPERTY_RUNS ?? 60) },
     );
     expect(windows).toBeGreaterThanOrEqual(1000);
   }, 120_000);
+
+  it("stalls at a 1 s period, and a counter sent back past zero, found by the property on earlier code", async () => {
+    const steady = (w: number): Trace => ({ power: [[0, w]], featureMs: Number.POSITIVE_INFINITY });
+    const cases: [Trace, Fault, number, number][] = [
+      [steady(93), { kind: "stall", atMs: 1501, steps: 2 }, 1000, 10],
+      [steady(144), { kind: "stall", atMs: 1501, steps: 7 }, 1000, 952],
+      [steady(80), { kind: "stall", atMs: 4301, steps: 3 }, 1000, 799],
+      [steady(80), { kind: "stall", atMs: 1501, steps: 4 }, 1000, 667],
+      [steady(450), { kind: "back", atMs: 2301, j: 2125 }, 1, 329],
+    ];
+    for (const [trace, fault, periodMs, seed] of cases) await checkCase(trace, fault, periodMs, seed);
+  });
 });

@@ -122,6 +122,17 @@ function mean(xs: readonly number[]): number {
   return xs.length === 0 ? Number.NaN : xs.reduce((a, x) => a + x, 0) / xs.length;
 }
 
+/** A new sampler ticks every 2 ms for its first 250 ms (native/sampler.h kLearningMs). */
+const LEARNING_NS = 250e6;
+
+/** Waits until the sampler's learning ticks are over (a sample written after them). */
+async function pastLearning(s: NativeSampler): Promise<void> {
+  await waitFor("the learning ticks to end", () => {
+    const last = snapshot(s).samples.at(-1);
+    return last !== undefined && last.t > LEARNING_NS + 5e6;
+  });
+}
+
 function intervalsMs(samples: readonly Sample[]): number[] {
   const out: number[] = [];
   for (let i = 1; i < samples.length; i++) {
@@ -389,12 +400,16 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
   it("runs at the shortest period any live reference asks for", async () => {
     sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
     const a = open(0, 50);
+    // Its first 250 ms it ticks every 2 ms (learning the counter's cadence), then at the period.
+    await samplesPast(a, sc.nowMs() + 120);
+    expect(mean(intervalsMs(snapshot(a).samples.slice(1)))).toBeLessThan(5);
+    await pastLearning(a);
     await samplesPast(a, sc.nowMs() + 300);
     let snap = snapshot(a);
     expect(snap.periodNs).toBe(50e6);
     // Ticks are dithered (0.618 or 1.618 periods apart, so that the reads fall at every offset from
     // the counter's updates): the mean interval is the period, and both spacings occur.
-    const gaps = intervalsMs(snap.samples.slice(1));
+    const gaps = intervalsMs(snap.samples.filter((x) => x.t > LEARNING_NS + 5e6));
     expect(mean(gaps)).toBeGreaterThan(40);
     expect(mean(gaps)).toBeLessThan(70);
     expect(gaps.some((g) => g < 40)).toBe(true);
@@ -424,7 +439,7 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
     sc.update({ devices: [{}, NO_COUNTER, NO_HANDLE] });
     // A 1 s period: any sample within the next few hundred ms is a read asked for, not a tick.
     const s = open(0, 1000);
-    await waitFor("the first sample", () => snapshot(s).head >= 1);
+    await pastLearning(s);
     const rings: { head: number; tNs: bigint }[] = [];
     s.doorbell(() => rings.push({ head: snapshot(s).head, tNs: process.hrtime.bigint() }));
     const before = snapshot(s).head;

@@ -107,7 +107,7 @@ describe("medianOf (the counter cadence's medians)", () => {
 });
 
 describe("GainEvidence (the gains the counter's steps allow)", () => {
-  it("keeps the intersection of the last steps' gains and counts the informative ones, as a pass over them does", () => {
+  it("keeps the intersection of the last steps' gains, less the one step narrowest on each side, and counts the informative ones", () => {
     fc.assert(
       fc.property(
         fc.array(
@@ -123,8 +123,12 @@ describe("GainEvidence (the gains the counter's steps allow)", () => {
           steps.forEach(([lo, hi, informative], i) => {
             e.push(lo, hi, informative);
             const last = steps.slice(Math.max(0, i + 1 - 64), i + 1);
-            const gLo = Math.max(0.5, ...last.map((s) => s[0]));
-            const gHi = Math.min(2, ...last.map((s) => s[1]));
+            // Past one step, the largest lo and the smallest hi are left out (one fault each side).
+            const los = last.map((s) => s[0]).sort((a, b) => b - a);
+            const his = last.map((s) => s[1]).sort((a, b) => a - b);
+            const trim = last.length >= 2 ? 1 : 0;
+            const gLo = Math.max(0.5, los[trim] as number);
+            const gHi = Math.min(2, his[trim] as number);
             expect(e.gainLo).toBe(gLo);
             expect(e.gainHi).toBe(gHi);
             expect(e.informativeCount).toBe(last.filter((s) => s[2]).length);
@@ -133,5 +137,24 @@ describe("GainEvidence (the gains the counter's steps allow)", () => {
       ),
       { numRuns: 200 },
     );
+  });
+
+  it("one step that no gain near the truth explains (a jump the judge let through) sets no gain", () => {
+    const e = new GainEvidence();
+    // A sensor that reads true (gain 1): every step allows it, but for one early jump.
+    const steps: [number, number][] = [
+      [0.6, 1.7],
+      [0.8, 1.3],
+      [2.0, 64],
+      [0.9, 1.2],
+      [0.7, 1.1],
+    ];
+    for (const [lo, hi] of steps) e.push(lo, hi, true);
+    expect(e.consistent()).toBe(true);
+    expect(e.gainLo).toBeLessThanOrEqual(1);
+    expect(e.gainHi).toBeGreaterThanOrEqual(1);
+    // A second such step is a contradiction: no one gain suits the steps.
+    e.push(1.9, 30, true);
+    expect(e.consistent()).toBe(false);
   });
 });

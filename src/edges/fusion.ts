@@ -34,6 +34,7 @@ import {
 } from "./power-model.js";
 import { SampleCopy } from "./sample-copy.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
+import { CounterStaleness } from "./staleness.js";
 import {
   anchorAfter,
   anchorBefore,
@@ -91,7 +92,12 @@ export class CounterFusion {
   /** Each anchor's read index and the duration of its read (ns). */
   private aK: number[] = [];
   private aRead: number[] = [];
+  /** The start of the latest read that still showed each anchor's value (ns). */
+  private aSeen: number[] = [];
   private anchorBase = 0;
+  /** How stale a read can be where no lattice is found, and whether the newest value stalled. */
+  private readonly staleness = new CounterStaleness();
+  private stalled: string | null = null;
   /** Reads in a row (this run of the counter) that showed a change. */
   private changeRun = 0;
   /** Evidence for each δ of FRESH_NS; a δ the counter contradicted is dead for this run. */
@@ -175,7 +181,10 @@ export class CounterFusion {
       if (s.energyMj !== this.lastEnergy) {
         // A new value: its update came after the previous read (of this run of the counter).
         const first = Number.isNaN(this.lastEnergy);
-        const why = first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, pt);
+        if (!first) this.staleness.step(this.aLo[this.aLo.length - 1] as number, s.t + s.readNs / 2);
+        let why = first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, s, pt);
+        if (this.stalled !== null && !first) why = `${this.stalled}, then went on`;
+        this.stalled = null;
         if (why !== null) {
           // Not the card's energy: a fault from this read on, and a new run of the counter's
           // values (its cadence goes on: when it updates has not changed).
@@ -189,6 +198,7 @@ export class CounterFusion {
         this.aSeg.push(this.segment);
         this.aK.push(k);
         this.aRead.push(s.readNs);
+        this.aSeen.push(s.t - s.readNs / 2);
         this.lastEnergy = s.energyMj;
         const n = this.anchorBase + this.aValue.length - 1;
         if (first) {
@@ -205,8 +215,16 @@ export class CounterFusion {
         if (!first) this.checkStep(n - 2);
         this.trimAnchors();
       } else {
-        this.anchorAt[k % ring.capacity] = this.anchorBase + this.aValue.length - 1;
+        const i = this.aValue.length - 1;
+        this.anchorAt[k % ring.capacity] = this.anchorBase + i;
         this.changeRun = 0;
+        this.aSeen[i] = s.t - s.readNs / 2;
+        if (this.stalled === null) {
+          // Standing still for longer than the counter goes between updates: a fault from here,
+          // and again where it goes on (the step across the stall is not the card's energy).
+          this.stalled = this.staleness.stalled(this.aHi[i] as number, this.aSeen[i] as number);
+          if (this.stalled !== null) this.copy.addFault(k, this.stalled);
+        }
       }
       this.lastT = s.t;
       this.lastRead = s.readNs;
@@ -214,16 +232,17 @@ export class CounterFusion {
     this.onDigest?.();
   }
 
-  /** SensorJudge.judge of the change `dvMj` first read now, up to the power's newest reading (`powerNs`). */
-  private judgeStep(dvMj: number, powerNs: number): string | null {
+  /**
+   * SensorJudge.judge of the change `dvMj` first read now (in `s`), up to the power's newest
+   * reading (`powerNs`).
+   */
+  private judgeStep(dvMj: number, s: Sample, powerNs: number): string | null {
     const prev = this.aValue.length - 1;
     if (prev < 0) return null;
-    const a = this.stepA;
-    const b = this.stepB;
     // A run's first update has no start (a.lo is -Infinity): its step can still be too small.
-    a.lo = this.aLo[prev] as number;
-    a.hi = this.aHi[prev] as number;
-    b.lo = this.lastT - this.lastRead / 2;
+    const a = this.judged(this.anchorBase + prev, this.stepA);
+    const b = this.stepB;
+    b.lo = Math.max(this.lastT - this.lastRead / 2, s.t - s.readNs / 2 - this.staleness.bound());
     b.hi = powerNs;
     return b.hi > b.lo ? this.judge.judge(dvMj, a, b) : null;
   }
@@ -274,7 +293,14 @@ export class CounterFusion {
       basis = COUNTER_ONLY;
       this.bound(t, n, basis, r);
     }
-    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) return false;
+    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) {
+      // The counter's run ended after anchor n (a fault): no later change will bound this edge.
+      const last = this.anchorBase + this.aValue.length - 1;
+      if (n < last && this.seg(n + 1) !== this.seg(n)) {
+        return "the energy counter's next change after the edge was a fault: its energy there cannot be bounded";
+      }
+      return false;
+    }
     if (r.lo > r.hi) return "the energy counter contradicts itself around the edge";
     // The estimate inside the bound (its middle without power to go by), and the bound's reach
     // from it either way.
@@ -425,6 +451,19 @@ export class CounterFusion {
     return out;
   }
 
+  /**
+   * Anchor n's update instant as a step is judged by: locked(), and no staler than one update
+   * interval before the last read that showed its value (./staleness.ts). Sound for a counter that
+   * keeps its cadence; a stall that breaks it can only make the step look faulty. Neither the
+   * edges' bounds nor the evidence (checkStep) assume it.
+   */
+  private judged(n: number, out: Bound): Bound {
+    this.locked(n, out);
+    const since = (this.aSeen[n - this.anchorBase] as number) - this.staleness.bound();
+    out.lo = Math.min(out.hi, Math.max(out.lo, since));
+    return out;
+  }
+
   /** The smallest δ the counter has confirmed (FRESH_NS), or NaN. */
   private freshDelta(): number {
     if (this.changeRun < FRESH_READS) return Number.NaN;
@@ -486,6 +525,7 @@ export class CounterFusion {
     this.aSeg = this.aSeg.slice(drop);
     this.aK = this.aK.slice(drop);
     this.aRead = this.aRead.slice(drop);
+    this.aSeen = this.aSeen.slice(drop);
     this.anchorBase += drop;
     const gone = Math.min(this.cadence.length, Math.max(0, this.anchorBase - this.cadenceFirst));
     if (gone > 0) {

@@ -267,7 +267,9 @@ const EVIDENCE = 64;
 /**
  * What the counter's closed steps say of a reading of the sensor: each step allows the gains in
  * [lo, hi] (true power = gain × sensor); the reading holds while one gain suits the last EVIDENCE
- * steps, and that gain is known to within their intersection.
+ * steps, and that gain is known to within their intersection. Past one step, the one step that
+ * narrows each side most is left out: one fault the judge could not tell (a jump the readings
+ * allow at the widest gain, early in a run) then costs a wider bar, not a wrong gain for the run.
  */
 export class GainEvidence {
   readonly lo = new Float64Array(EVIDENCE);
@@ -281,18 +283,6 @@ export class GainEvidence {
   /** No one gain has suited the steps at some point. */
   private contradicted = false;
 
-  /**
-   * The steps' entry numbers whose lo is largest and hi smallest over the last EVIDENCE, each a
-   * monotonic queue (a ring of EVIDENCE slots from its head): every push is O(1) amortized, not a
-   * pass over the EVIDENCE steps (six pushes per counter step).
-   */
-  private readonly maxLo = new Float64Array(EVIDENCE);
-  private readonly minHi = new Float64Array(EVIDENCE);
-  private maxHead = 0;
-  private maxLen = 0;
-  private minHead = 0;
-  private minLen = 0;
-
   push(lo: number, hi: number, informative: boolean): void {
     const n = this.count;
     const slot = n % EVIDENCE;
@@ -302,33 +292,27 @@ export class GainEvidence {
     this.informative[slot] = informative ? 1 : 0;
     this.informativeCount += informative ? 1 : 0;
     this.count = n + 1;
-    const oldest = n + 1 - EVIDENCE;
-    // Largest lo: drop from the front the steps gone, from the back those no larger than the new
-    // one (they can never be the largest again), then queue the new one; smallest hi alike.
-    while (this.maxLen > 0 && (this.maxLo[this.maxHead] as number) < oldest) {
-      this.maxHead = (this.maxHead + 1) % EVIDENCE;
-      this.maxLen -= 1;
+    // The largest two lo and the smallest two hi of the steps held (a pass over at most EVIDENCE).
+    let lo1 = Number.NEGATIVE_INFINITY;
+    let lo2 = Number.NEGATIVE_INFINITY;
+    let hi1 = Number.POSITIVE_INFINITY;
+    let hi2 = Number.POSITIVE_INFINITY;
+    const held = Math.min(this.count, EVIDENCE);
+    for (let i = 0; i < held; i++) {
+      const l = this.lo[i] as number;
+      const h = this.hi[i] as number;
+      if (l > lo1) {
+        lo2 = lo1;
+        lo1 = l;
+      } else if (l > lo2) lo2 = l;
+      if (h < hi1) {
+        hi2 = hi1;
+        hi1 = h;
+      } else if (h < hi2) hi2 = h;
     }
-    while (this.maxLen > 0) {
-      const back = this.maxLo[(this.maxHead + this.maxLen - 1) % EVIDENCE] as number;
-      if ((this.lo[back % EVIDENCE] as number) > lo) break;
-      this.maxLen -= 1;
-    }
-    this.maxLo[(this.maxHead + this.maxLen) % EVIDENCE] = n;
-    this.maxLen += 1;
-    while (this.minLen > 0 && (this.minHi[this.minHead] as number) < oldest) {
-      this.minHead = (this.minHead + 1) % EVIDENCE;
-      this.minLen -= 1;
-    }
-    while (this.minLen > 0) {
-      const back = this.minHi[(this.minHead + this.minLen - 1) % EVIDENCE] as number;
-      if ((this.hi[back % EVIDENCE] as number) < hi) break;
-      this.minLen -= 1;
-    }
-    this.minHi[(this.minHead + this.minLen) % EVIDENCE] = n;
-    this.minLen += 1;
-    const gLo = Math.max(GAIN_LIMITS[0], this.lo[(this.maxLo[this.maxHead] as number) % EVIDENCE] as number);
-    const gHi = Math.min(GAIN_LIMITS[1], this.hi[(this.minHi[this.minHead] as number) % EVIDENCE] as number);
+    const trim = held >= 2;
+    const gLo = Math.max(GAIN_LIMITS[0], trim ? lo2 : lo1);
+    const gHi = Math.min(GAIN_LIMITS[1], trim ? hi2 : hi1);
     this.gainLo = gLo;
     this.gainHi = gHi;
     if (!(gLo <= gHi)) this.contradicted = true;
@@ -415,7 +399,7 @@ export class SensorJudge {
    */
   judge(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): string | null {
     const basis = this.basis();
-    if (basis === null) return null;
+    if (basis === null) return this.judgeUnsettled(dvMj, a, b);
     this.energy(a.hi, b.lo, basis, this.bounds);
     const innerMj = this.bounds.lo;
     this.energy(a.lo, b.hi, basis, this.bounds);
@@ -432,6 +416,30 @@ export class SensorJudge {
     }
     this.lastOutlier = this.steps;
     return odd;
+  }
+
+  /**
+   * Before the counter has settled on a reading of the sensor: a discontinuity when no reading
+   * explains the step with an allowed gain (the step would otherwise become evidence for a gain
+   * no sensor has, and contradict every reading for the rest of the run).
+   */
+  private judgeUnsettled(
+    dvMj: number,
+    a: { lo: number; hi: number },
+    b: { lo: number; hi: number },
+  ): string | null {
+    let why: string | null = null;
+    for (const model of SENSOR_MODELS) {
+      this.energy(a.hi, b.lo, model, this.bounds);
+      const innerMj = this.bounds.lo;
+      this.energy(a.lo, b.hi, model, this.bounds);
+      const outerMj = this.bounds.hi;
+      if (!Number.isFinite(outerMj)) return null;
+      const said = discontinuity(dvMj, innerMj, outerMj, a, b);
+      if (said === null) return null;
+      why ??= said;
+    }
+    return why;
   }
 
   /**

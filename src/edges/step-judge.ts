@@ -5,7 +5,15 @@
  */
 import { type Bound, COUNTER_READ_QUANTUM_MJ, stepGain } from "./uncertainty.js";
 
-/** Gains further than this from 1 are not a calibration: the reading of the sensor is wrong. */
+/**
+ * Gains a calibration of the sensor can have (true power = gain × reading): a step that needs one
+ * beyond them is a discontinuity of the counter (the sensor and the counter are one telemetry).
+ */
+export const CALIBRATION_LIMITS = [0.75, 1.33] as const;
+/**
+ * Gains an edge's bound allows until the steps narrow them: wider than CALIBRATION_LIMITS, so that
+ * a step that fits only at their edge (a jump too small to tell) does not pin its edges.
+ */
 export const GAIN_LIMITS = [0.5, 2] as const;
 /** Energy no reading of the sensor is off by, on top of its gain (mJ): a discontinuity is beyond it. */
 const DISCONTINUITY_SLACK_MJ = 1000;
@@ -25,14 +33,14 @@ export function discontinuity(
   b: { lo: number; hi: number },
 ): string | null {
   const q = 2 * COUNTER_READ_QUANTUM_MJ;
-  const most = GAIN_LIMITS[1] * outerMj + DISCONTINUITY_SLACK_MJ;
+  const most = CALIBRATION_LIMITS[1] * outerMj + DISCONTINUITY_SLACK_MJ;
   if (Number.isFinite(outerMj) && dvMj - q > most) {
     return (
       `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at most ${((b.hi - a.lo) / 1e6).toFixed(0)} ms, ` +
       `more than the power read allows (${(most / 1000).toFixed(1)} J): a counter jump`
     );
   }
-  const least = GAIN_LIMITS[0] * innerMj - DISCONTINUITY_SLACK_MJ;
+  const least = CALIBRATION_LIMITS[0] * innerMj - DISCONTINUITY_SLACK_MJ;
   if (Number.isFinite(innerMj) && dvMj + q < least) {
     return (
       `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at least ${((b.lo - a.hi) / 1e6).toFixed(0)} ms, ` +

@@ -19,7 +19,8 @@ export interface MeterOptions {
    */
   readonly sync?: (() => unknown) | null;
   /**
-   * Sampling period in ms, 1..1000. Default 5. The card's sampler runs at the shortest asked.
+   * Sampling period in ms, 1..1000. Default 5. The card's sampler runs at the shortest asked (and
+   * every 2 ms for its first 250 ms, to bound how often the card's energy counter updates).
    * Besides its period it reads right after each window's edge (on the native backends), at most
    * 4 times per period: a longer period costs fewer reads in a crowd of windows. A shorter one
    * places energy more finely inside the energy counter's steps (README, "How accurate is it?").

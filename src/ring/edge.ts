@@ -177,13 +177,17 @@ export function fail(e: RingEdge, reason: string): void {
   e.reason = reason;
 }
 
-/** What went wrong between samples `from` and `to`, from their flags (a window's reason). */
+/**
+ * What went wrong between samples `from` and `to`, from their flags and what the fused counter
+ * found there (`found`): a window's reason.
+ */
 export function describeFaults(
   ring: SampleRing,
   from: number,
   to: number,
   s: Sample,
   describeError: (code: number) => string,
+  found: readonly string[] = [],
 ): string {
   const seen = new Set<string>();
   for (let k = Math.max(from, ring.head() - ring.capacity); k <= to; k++) {
@@ -193,6 +197,7 @@ export function describeFaults(
       seen.add("the energy counter jumped faster than any card draws (driver reload?)");
     if (s.flags & FLAG.READ_FAILED) seen.add(`a read failed: ${describeError(s.error)}`);
   }
+  for (const why of found) seen.add(why);
   const what = seen.size > 0 ? [...seen].join("; ") : "the sampler recorded a fault";
   return `inside the window ${what}`;
 }

@@ -353,23 +353,27 @@ export class RingTrack implements Track, TrackReadings {
     }
     if (from.state !== RESOLVED)
       return { ok: false, reason: `opening edge: ${from.reason ?? "not settled"}` };
-    if (to.state !== RESOLVED) return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
+    // A closing edge that failed after a fault inside the window: the fault is the reason.
+    const faulted = from.ring === to.ring && to.kB >= 0 && to.faultsB > from.faultsA;
+    if (to.state !== RESOLVED && !faulted) {
+      return { ok: false, reason: `closing edge: ${to.reason ?? "not settled"}` };
+    }
     if (from.ring !== to.ring) return { ok: false, reason: "the sampler restarted inside the window" };
     // Faults between the samples around the two edges, through the cumulative column (read when
     // each edge was resolved: a sample never changes once written).
     if (from.kA < from.ring.head() - from.ring.capacity) {
       return { ok: false, reason: "the window outlived the sampler's history" };
     }
-    if (to.faultsB > from.faultsA) {
+    if (faulted) {
       const found =
         this.fusionOf(from.ring)
           ?.samples()
           .faultsBetween(from.kA + 1, to.kB) ?? [];
-      const reason =
-        found.length > 0
-          ? `inside the window ${found.join("; ")}`
-          : describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, (c) => this.source.describeError(c));
-      return { ok: false, reason };
+      const describe = (c: number) => this.source.describeError(c);
+      return {
+        ok: false,
+        reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, describe, found),
+      };
     }
     return OK;
   }

@@ -37,6 +37,9 @@ export interface SamplerModel {
 const WAKE_NS = 50e3;
 
 const GOLDEN = 0.6180339887498949;
+/** A new sampler's first ticks come at most this often (native/sampler.h kLearningPeriodMs, kLearningMs). */
+const LEARNING_PERIOD_NS = 2e6;
+const LEARNING_NS = 250e6;
 const EPOCH = 1_000_000_000n;
 
 /** A deterministic pseudo-random number in [0, 1) for integer n (splitmix-like). */
@@ -90,16 +93,22 @@ export class SyntheticCard {
     this.track.retain(this.periodNs / 1e6);
   }
 
+  /** The period in force after `scheduled` (ns): a new sampler's first ticks come faster (sampler.h). */
+  private period(): number {
+    return this.scheduled < LEARNING_NS ? Math.min(this.periodNs, LEARNING_PERIOD_NS) : this.periodNs;
+  }
+
   /** When periodic tick k starts (ns from t0), the period counted from `scheduled`. */
   private periodicStart(k: number): number {
-    const grid = k === 0 ? 0 : this.scheduled + this.periodNs;
-    const dither = this.dither ? ((k * GOLDEN) % 1) * this.periodNs : 0;
+    const period = this.period();
+    const grid = k === 0 ? 0 : this.scheduled + period;
+    const dither = this.dither ? ((k * GOLDEN) % 1) * period : 0;
     return grid + dither + hash01(k, 1) * this.latencyNs;
   }
 
   /** The least gap between the start of a read and of a read asked for after it (ns). */
   private minReadGapNs(): number {
-    return Math.min(2.5e6, Math.max(0.5e6, this.periodNs / 4));
+    return Math.min(2.5e6, Math.max(0.5e6, this.period() / 4));
   }
 
   /** When the next tick starts: a read asked for when it comes first, else the periodic one. */
@@ -119,7 +128,7 @@ export class SyntheticCard {
       this.asked = Number.NaN;
       this.scheduled = start;
     } else {
-      this.scheduled = this.k === 1 ? 0 : this.scheduled + this.periodNs;
+      this.scheduled = this.k === 1 ? 0 : this.scheduled + this.period();
       // A read still asked for comes at least the least gap after this one.
       if (!Number.isNaN(this.asked)) this.asked = Math.max(this.asked, start + this.minReadGapNs());
     }
