@@ -22,27 +22,13 @@
 
 import { emptySample, FLAG, type Sample, type SampleRing } from "../track/ring.js";
 import { CounterCadence } from "./cadence.js";
+import { FreshCounter, freshInstant, type ReadWindow } from "./fresh.js";
 import { type FusionReport, fusionReport } from "./fusion-report.js";
-import {
-  type Basis,
-  CONTINUOUS,
-  COUNTER_ONLY,
-  GainEvidence as Evidence,
-  PowerReadings,
-  SensorJudge,
-  type SensorModel,
-} from "./power-model.js";
+import { type Basis, COUNTER_ONLY, PowerReadings, SensorJudge, type SensorModel } from "./power-model.js";
 import { SampleCopy } from "./sample-copy.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
 import { CounterStaleness } from "./staleness.js";
-import {
-  anchorAfter,
-  anchorBefore,
-  anchorBound,
-  type Bound,
-  type EnergyBound,
-  stepGain,
-} from "./uncertainty.js";
+import { anchorAfter, anchorBefore, anchorBound, type Bound, type EnergyBound } from "./uncertainty.js";
 
 /** An edge's bound and the point estimate inside it (mJ). */
 interface EdgeBound extends Bound {
@@ -65,15 +51,6 @@ export interface FusedTarget {
 
 /** CounterFusion.at: true when it wrote the target; false while it cannot bound it yet; else why never. */
 export type FusedOutcome = boolean | string;
-
-/**
- * A counter that changes at every read may update continuously: its value at a read is then as of
- * at most δ before it. Each δ is a hypothesis the counter must confirm (checkStep).
- */
-const FRESH_NS = [0.1e6, 0.5e6, 2e6] as const;
-/** Reads in a row that must each show a change, and steps that must confirm a δ. */
-const FRESH_READS = 64;
-const FRESH_STEPS = 32;
 
 export class CounterFusion {
   private readonly ring: SampleRing;
@@ -98,11 +75,8 @@ export class CounterFusion {
   /** How stale a read can be where no lattice is found, and whether the newest value stalled. */
   private readonly staleness = new CounterStaleness();
   private stalled: string | null = null;
-  /** Reads in a row (this run of the counter) that showed a change. */
-  private changeRun = 0;
-  /** Evidence for each δ of FRESH_NS; a δ the counter contradicted is dead for this run. */
-  private fresh = FRESH_NS.map(() => new Evidence());
-  private freshDead = FRESH_NS.map(() => false);
+  /** Whether the counter is at most δ behind each read (./fresh.ts). */
+  private readonly fresh: FreshCounter;
   /** The current run of the counter's changes, and the anchor number of its first change. */
   private cadence = new CounterCadence();
   private cadenceFirst = 0;
@@ -120,6 +94,7 @@ export class CounterFusion {
   private readonly wScratch: Bound = { lo: 0, hi: 0 };
   private readonly wOther: Bound = { lo: 0, hi: 0 };
   private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
+  private readonly window = { lo: 0, hi: 0, readNs: 0 };
   private readonly stepA: Bound = { lo: 0, hi: 0 };
   private readonly stepB: Bound = { lo: 0, hi: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
@@ -138,6 +113,7 @@ export class CounterFusion {
     this.power = new PowerReadings(ring.capacity);
     this.memo = new SensorEnergyMemo(this.power);
     this.judge = new SensorJudge(this.power, (x, y, model, out) => this.memo.energy(x, y, model, out));
+    this.fresh = new FreshCounter(this.memo);
     this.anchorAt = new Float64Array(ring.capacity).fill(-1);
     this.copy = new SampleCopy(ring.capacity);
   }
@@ -205,10 +181,8 @@ export class CounterFusion {
           this.cadence = new CounterCadence();
           this.cadenceFirst = n + 1;
           this.cadenceSeg = this.segment;
-          this.changeRun = 0;
-          this.fresh = FRESH_NS.map(() => new Evidence());
-          this.freshDead = FRESH_NS.map(() => false);
-        } else this.changeRun += 1;
+          this.fresh.restart();
+        } else this.fresh.read(true);
         if (!first)
           this.cadence.push(this.aLo[n - this.anchorBase] as number, this.aHi[n - this.anchorBase] as number);
         this.anchorAt[k % ring.capacity] = n;
@@ -217,7 +191,7 @@ export class CounterFusion {
       } else {
         const i = this.aValue.length - 1;
         this.anchorAt[k % ring.capacity] = this.anchorBase + i;
-        this.changeRun = 0;
+        this.fresh.read(false);
         this.aSeen[i] = s.t - s.readNs / 2;
         if (this.stalled === null) {
           // Standing still for longer than the counter goes between updates: a fault from here,
@@ -270,7 +244,7 @@ export class CounterFusion {
       basis,
       gain: basis === COUNTER_ONLY ? null : this.judge.evidence(basis),
       counter: this.cadence.report(),
-      changeEveryRead: Number.isFinite(this.freshDelta()),
+      changeEveryRead: Number.isFinite(this.fresh.delta()),
       power: this.power,
       steps: this.judge.steps,
       persistentMismatch: this.judge.persistentMismatch,
@@ -442,8 +416,14 @@ export class CounterFusion {
     if (this.seg(n) === this.cadenceSeg && i >= 0 && i < this.cadence.length) {
       this.cadence.instantInto(i, out);
       if (out.hi - out.lo < ownHi - ownLo) return out;
-      const delta = this.freshDelta();
-      if (Number.isFinite(delta)) return this.freshInstant(n, delta, out);
+      const delta = this.fresh.delta();
+      if (Number.isFinite(delta)) {
+        const k = n - this.anchorBase;
+        this.window.lo = ownLo;
+        this.window.hi = ownHi;
+        this.window.readNs = this.aRead[k] as number;
+        return freshInstant(this.window, delta, out);
+      }
       return out;
     }
     out.lo = ownLo;
@@ -464,23 +444,10 @@ export class CounterFusion {
     return out;
   }
 
-  /** The smallest δ the counter has confirmed (FRESH_NS), or NaN. */
-  private freshDelta(): number {
-    if (this.changeRun < FRESH_READS) return Number.NaN;
-    for (let d = 0; d < FRESH_NS.length; d++) {
-      const e = this.fresh[d] as Evidence;
-      if (!this.freshDead[d] && e.count >= FRESH_STEPS && e.consistent()) return FRESH_NS[d] as number;
-    }
-    return Number.NaN;
-  }
-
-  /** Anchor n's update instant if the counter is at most `delta` behind its read, into `out`. */
-  private freshInstant(n: number, delta: number, out: Bound): Bound {
+  /** Anchor n's read window (for ./fresh.ts). */
+  private readWindow(n: number): ReadWindow {
     const i = n - this.anchorBase;
-    const hi = this.aHi[i] as number;
-    out.lo = Math.max(this.aLo[i] as number, hi - (this.aRead[i] as number) - delta);
-    out.hi = hi;
-    return out;
+    return { lo: this.aLo[i] as number, hi: this.aHi[i] as number, readNs: this.aRead[i] as number };
   }
 
   /**
@@ -499,20 +466,7 @@ export class CounterFusion {
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
-      for (let d = 0; d < FRESH_NS.length; d++) {
-        if (this.freshDead[d]) continue;
-        const fa = this.freshInstant(n, FRESH_NS[d] as number, this.wScratch);
-        const fb = this.freshInstant(n + 1, FRESH_NS[d] as number, this.wOther);
-        this.memo.energy(fa.hi, fb.lo, CONTINUOUS, this.bounds);
-        const inner = this.bounds.lo;
-        this.memo.energy(fa.lo, fb.hi, CONTINUOUS, this.bounds);
-        const outer = this.bounds.hi;
-        if (!Number.isFinite(outer) || !(outer > 0)) continue;
-        const e = this.fresh[d] as Evidence;
-        stepGain(dv, inner, outer, this.anchorScratch);
-        e.push(this.anchorScratch.lo, this.anchorScratch.hi, true);
-        if (!e.consistent()) this.freshDead[d] = true;
-      }
+      this.fresh.check(dv, this.readWindow(n), this.readWindow(n + 1));
     }
   }
 
