@@ -42,7 +42,10 @@ describe("CounterStaleness", () => {
           const s = sMs * 1e6;
           const reads: number[] = [];
           let t = 0;
-          for (const g of gapsMs) reads.push((t += g * 1e6 + 0.37e6));
+          for (const g of gapsMs) {
+            t += g * 1e6 + 0.37e6;
+            reads.push(t);
+          }
           const st = new CounterStaleness();
           expect(feed(st, s, phaseMs * 1e6, reads)).toBeNull();
           expect(st.bound()).toBeGreaterThanOrEqual(s);
