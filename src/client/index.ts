@@ -17,6 +17,7 @@
 import type { ClientRecord } from "../proxy/record.js";
 import type { Method } from "../rules/energy.js";
 import { GiulError } from "../vocabulary/errors.js";
+import { isMethod } from "../vocabulary/measurement.js";
 
 export type { ClientRecord } from "../proxy/record.js";
 
@@ -41,12 +42,10 @@ export interface UsageWithEnergy {
   readonly energy?: ClientRecord;
 }
 
-const METHODS: readonly string[] = ["sampled", "estimated", "unknown"];
-
 function isRecord(value: unknown): value is ClientRecord {
   if (typeof value !== "object" || value === null) return false;
   const r = value as Record<string, unknown>;
-  return METHODS.includes(r.method as string) && (r.joules === null || typeof r.joules === "number");
+  return isMethod(r.method) && (r.joules === null || typeof r.joules === "number");
 }
 
 function fromRecord(record: ClientRecord): AnswerEnergy {
@@ -70,7 +69,7 @@ export function energyOfUsage(usage: unknown): ClientRecord | null {
 /** What the `x-energy-*` fields of a response (or its trailers) say, or null where they are absent. */
 export function energyOfHeaders(headers: Headers): AnswerEnergy | null {
   const method = headers.get("x-energy-method");
-  if (method === null || !METHODS.includes(method)) return null;
+  if (!isMethod(method)) return null;
   const num = (name: string): number | null => {
     const raw = headers.get(name);
     const n = raw === null ? Number.NaN : Number(raw);

@@ -7,6 +7,7 @@
  */
 import { createReadStream } from "node:fs";
 import { createInterface } from "node:readline";
+import { isMethod } from "../vocabulary/measurement.js";
 
 /** What giul-report reads of a record; a proxy's record adds the request's fields. */
 export interface ReportRecord {
@@ -36,15 +37,13 @@ export interface Skipped {
   blank: number;
 }
 
-const METHODS = new Set(["sampled", "estimated", "unknown"]);
-
 const finiteOrNull = (v: unknown) => v === null || (typeof v === "number" && Number.isFinite(v));
 
 /** The record in a parsed line, or null where it is not a giul 0.2 record. */
 export function asRecord(value: unknown): ReportRecord | null {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
   const r = value as Record<string, unknown>;
-  if (!METHODS.has(r.method as string)) return null;
+  if (!isMethod(r.method)) return null;
   if (typeof r.seconds !== "number" || !Number.isFinite(r.seconds) || r.seconds < 0) return null;
   if (!finiteOrNull(r.joules) || typeof r.backend !== "string") return null;
   if (typeof r.idle_w !== "number" || typeof r.stages !== "object" || r.stages === null) return null;

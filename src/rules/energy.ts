@@ -1,7 +1,6 @@
-import type { BackendName, ContendingProcess, SpanMeasurement } from "../vocabulary/measurement.js";
+import type { BackendName, ContendingProcess, Method, SpanMeasurement } from "../vocabulary/measurement.js";
 
-/** How a figure was obtained: measured, estimated from a hint, or not known at all. */
-export type Method = "sampled" | "estimated" | "unknown";
+export type { Method } from "../vocabulary/measurement.js";
 
 /**
  * How a window on a card shared with other windows of this process is charged:

@@ -16,6 +16,16 @@ export type BackendName =
   | "mixed"
   | "none";
 
+/** How a figure was obtained: measured, estimated from a hint, or not known at all. */
+export type Method = "sampled" | "estimated" | "unknown";
+
+const METHODS: readonly unknown[] = ["sampled", "estimated", "unknown"] satisfies Method[];
+
+/** Whether `value` names a Method (a record read back from a log, a header, an SDK's usage). */
+export function isMethod(value: unknown): value is Method {
+  return METHODS.includes(value);
+}
+
 export const BACKEND_NAMES: readonly BackendName[] = [
   "nvml_counter",
   "nvml_sampler",
