@@ -161,7 +161,8 @@ if (report !== null) {
   console.log(
     `counter: update period ${c.periodNs ? `${f2(c.periodNs[0] / 1e6, 3)}–${f2(c.periodNs[1] / 1e6, 3)} ms (locked)` : c.irregular ? "irregular (no lock)" : "not locked"}; ` +
       `read interval ${f2(c.readIntervalNs / 1e6)} ms, update instant known to ${f2(c.lockedNs / 1e6, 3)} ms; ` +
-      `taken as of each read: ${c.changeEveryRead}`,
+      `taken as of each read: ${c.changeEveryRead}; updates at most every ` +
+      `${c.updateAtMostNs === null ? "— (not yet bounded)" : `${f2(c.updateAtMostNs / 1e6, 3)} ms`}`,
   );
   console.log(
     `power sensor: ${report.basis}; readings that changed from the one before ${f2(100 * report.powerChangedShare, 1)} %; ` +

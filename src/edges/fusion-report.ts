@@ -32,6 +32,11 @@ export interface FusionReport {
     readonly readIntervalNs: number;
     readonly lockedNs: number;
     readonly changeEveryRead: boolean;
+    /**
+     * The most the counter goes between updates (./staleness.ts, ns; null before two steps): what
+     * a value standing still longer is called stalled against, at every sampler period.
+     */
+    readonly updateAtMostNs: number | null;
   };
   /** Share of power readings that differed from the one before (1: the sensor refreshes faster than reads). */
   readonly powerChangedShare: number;
@@ -56,6 +61,7 @@ export function fusionReport(seen: {
   readonly gain: GainEvidence | null;
   readonly counter: ReturnType<CounterCadence["report"]>;
   readonly changeEveryRead: boolean;
+  readonly updateAtMostNs: number;
   readonly power: PowerReadings;
   readonly steps: number;
   readonly persistentMismatch: boolean;
@@ -63,7 +69,11 @@ export function fusionReport(seen: {
   const { power, gain } = seen;
   return {
     basis: BASIS_NAMES[seen.basis],
-    counter: { ...seen.counter, changeEveryRead: seen.changeEveryRead },
+    counter: {
+      ...seen.counter,
+      changeEveryRead: seen.changeEveryRead,
+      updateAtMostNs: Number.isFinite(seen.updateAtMostNs) ? seen.updateAtMostNs : null,
+    },
     powerChangedShare: power.changes / Math.max(1, power.head),
     refreshUpperNs: power.refreshUpperNs,
     shortestRunNs: power.shortestRunNs,

@@ -245,6 +245,7 @@ export class CounterFusion {
       gain: basis === COUNTER_ONLY ? null : this.judge.evidence(basis),
       counter: this.cadence.report(),
       changeEveryRead: Number.isFinite(this.fresh.delta()),
+      updateAtMostNs: this.staleness.bound(),
       power: this.power,
       steps: this.judge.steps,
       persistentMismatch: this.judge.persistentMismatch,
