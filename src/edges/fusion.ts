@@ -94,7 +94,8 @@ export class CounterFusion {
   private readonly wScratch: Bound = { lo: 0, hi: 0 };
   private readonly wOther: Bound = { lo: 0, hi: 0 };
   private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
-  private readonly window = { lo: 0, hi: 0, readNs: 0 };
+  private readonly windowA = { lo: 0, hi: 0, readNs: 0 };
+  private readonly windowB = { lo: 0, hi: 0, readNs: 0 };
   private readonly stepA: Bound = { lo: 0, hi: 0 };
   private readonly stepB: Bound = { lo: 0, hi: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
@@ -418,13 +419,7 @@ export class CounterFusion {
       this.cadence.instantInto(i, out);
       if (out.hi - out.lo < ownHi - ownLo) return out;
       const delta = this.fresh.delta();
-      if (Number.isFinite(delta)) {
-        const k = n - this.anchorBase;
-        this.window.lo = ownLo;
-        this.window.hi = ownHi;
-        this.window.readNs = this.aRead[k] as number;
-        return freshInstant(this.window, delta, out);
-      }
+      if (Number.isFinite(delta)) return freshInstant(this.readWindow(n, this.windowA), delta, out);
       return out;
     }
     out.lo = ownLo;
@@ -445,10 +440,13 @@ export class CounterFusion {
     return out;
   }
 
-  /** Anchor n's read window (for ./fresh.ts). */
-  private readWindow(n: number): ReadWindow {
+  /** Anchor n's read window (for ./fresh.ts), into `out`. */
+  private readWindow(n: number, out: { lo: number; hi: number; readNs: number }): ReadWindow {
     const i = n - this.anchorBase;
-    return { lo: this.aLo[i] as number, hi: this.aHi[i] as number, readNs: this.aRead[i] as number };
+    out.lo = this.aLo[i] as number;
+    out.hi = this.aHi[i] as number;
+    out.readNs = this.aRead[i] as number;
+    return out;
   }
 
   /**
@@ -467,7 +465,7 @@ export class CounterFusion {
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
-      this.fresh.check(dv, this.readWindow(n), this.readWindow(n + 1));
+      this.fresh.check(dv, this.readWindow(n, this.windowA), this.readWindow(n + 1, this.windowB));
     }
   }
 
