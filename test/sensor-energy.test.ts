@@ -127,8 +127,8 @@ describe("GainEvidence (the gains the counter's steps allow)", () => {
             const los = last.map((s) => s[0]).sort((a, b) => b - a);
             const his = last.map((s) => s[1]).sort((a, b) => a - b);
             const trim = last.length >= 2 ? 1 : 0;
-            const gLo = Math.max(0.5, los[trim] as number);
-            const gHi = Math.min(2, his[trim] as number);
+            const gLo = Math.max(1 / 3, los[trim] as number);
+            const gHi = Math.min(3, his[trim] as number);
             expect(e.gainLo).toBe(gLo);
             expect(e.gainHi).toBe(gHi);
             expect(e.informativeCount).toBe(last.filter((s) => s[2]).length);

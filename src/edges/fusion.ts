@@ -52,6 +52,9 @@ export interface FusedTarget {
 /** CounterFusion.at: true when it wrote the target; false while it cannot bound it yet; else why never. */
 export type FusedOutcome = boolean | string;
 
+/** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
+const LATE_READ_GAP = 3;
+
 export class CounterFusion {
   private readonly ring: SampleRing;
   private readonly power: PowerReadings;
@@ -159,7 +162,7 @@ export class CounterFusion {
         // A new value: its update came after the previous read (of this run of the counter).
         const first = Number.isNaN(this.lastEnergy);
         if (!first) this.staleness.step(this.aLo[this.aLo.length - 1] as number, s.t + s.readNs / 2);
-        let why = first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, s, pt);
+        let why = first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, s, k, pt);
         if (this.stalled !== null && !first) why = `${this.stalled}, then went on`;
         this.stalled = null;
         if (why !== null) {
@@ -211,7 +214,7 @@ export class CounterFusion {
    * SensorJudge.judge of the change `dvMj` first read now (in `s`), up to the power's newest
    * reading (`powerNs`).
    */
-  private judgeStep(dvMj: number, s: Sample, powerNs: number): string | null {
+  private judgeStep(dvMj: number, s: Sample, k: number, powerNs: number): string | null {
     const prev = this.aValue.length - 1;
     if (prev < 0) return null;
     // A run's first update has no start (a.lo is -Infinity): its step can still be too small.
@@ -219,7 +222,9 @@ export class CounterFusion {
     const b = this.stepB;
     b.lo = Math.max(this.lastT - this.lastRead / 2, s.t - s.readNs / 2 - this.staleness.bound());
     b.hi = powerNs;
-    return b.hi > b.lo ? this.judge.judge(dvMj, a, b) : null;
+    // Reads further apart than the dither allows came late (a starved sampler thread).
+    const late = this.copy.maxGap(this.aK[prev] as number, k) > LATE_READ_GAP * this.ring.periodNs();
+    return b.hi > b.lo ? this.judge.judge(dvMj, a, b, late) : null;
   }
 
   /**

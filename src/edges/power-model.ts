@@ -16,7 +16,14 @@
  * the ring's epoch, power mW, energy mJ.
  */
 
-import { discontinuity, GAIN_LIMITS, glitch, SETTLED_STEPS } from "./step-judge.js";
+import {
+  CALIBRATION_LIMITS,
+  discontinuity,
+  GAIN_LIMITS,
+  glitch,
+  LATE_READ_LIMITS,
+  SETTLED_STEPS,
+} from "./step-judge.js";
 import { stepGain } from "./uncertainty.js";
 
 export const CONTINUOUS = 0;
@@ -397,14 +404,20 @@ export class SensorJudge {
    * taken as evidence and said in the diagnosis) — or null. A step so judged starts a new run of
    * the counter and never becomes evidence.
    */
-  judge(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): string | null {
+  judge(
+    dvMj: number,
+    a: { lo: number; hi: number },
+    b: { lo: number; hi: number },
+    readsLate = false,
+  ): string | null {
+    const limits = readsLate ? LATE_READ_LIMITS : CALIBRATION_LIMITS;
     const basis = this.basis();
-    if (basis === null) return this.judgeUnsettled(dvMj, a, b);
+    if (basis === null) return this.judgeUnsettled(dvMj, a, b, limits);
     this.energy(a.hi, b.lo, basis, this.bounds);
     const innerMj = this.bounds.lo;
     this.energy(a.lo, b.hi, basis, this.bounds);
     const outerMj = this.bounds.hi;
-    const why = discontinuity(dvMj, innerMj, outerMj, a, b);
+    const why = discontinuity(dvMj, innerMj, outerMj, a, b, limits);
     if (why !== null) return why;
     const e = this.byModel[basis] as GainEvidence;
     if (this.persistentMismatch || e.count < SETTLED_STEPS || !e.consistent()) return null;
@@ -427,6 +440,7 @@ export class SensorJudge {
     dvMj: number,
     a: { lo: number; hi: number },
     b: { lo: number; hi: number },
+    limits: readonly [number, number],
   ): string | null {
     let why: string | null = null;
     for (const model of SENSOR_MODELS) {
@@ -435,7 +449,7 @@ export class SensorJudge {
       this.energy(a.lo, b.hi, model, this.bounds);
       const outerMj = this.bounds.hi;
       if (!Number.isFinite(outerMj)) return null;
-      const said = discontinuity(dvMj, innerMj, outerMj, a, b);
+      const said = discontinuity(dvMj, innerMj, outerMj, a, b, limits);
       if (said === null) return null;
       why ??= said;
     }

@@ -11,10 +11,15 @@ import { type Bound, COUNTER_READ_QUANTUM_MJ, stepGain } from "./uncertainty.js"
  */
 export const CALIBRATION_LIMITS = [0.75, 1.33] as const;
 /**
+ * The same where the step's reads came late (a sampler thread starved on a loaded host): power
+ * that changed between them can make a step look off by a factor, so only a larger one is a fault.
+ */
+export const LATE_READ_LIMITS = [0.5, 2] as const;
+/**
  * Gains an edge's bound allows until the steps narrow them: wider than CALIBRATION_LIMITS, so that
  * a step that fits only at their edge (a jump too small to tell) does not pin its edges.
  */
-export const GAIN_LIMITS = [0.5, 2] as const;
+export const GAIN_LIMITS = [1 / 3, 3] as const;
 /** Energy no reading of the sensor is off by, on top of its gain (mJ): a discontinuity is beyond it. */
 const DISCONTINUITY_SLACK_MJ = 1000;
 /** Steps that must have agreed on one gain before a step that disagrees is taken for a glitch. */
@@ -31,16 +36,17 @@ export function discontinuity(
   outerMj: number,
   a: { lo: number; hi: number },
   b: { lo: number; hi: number },
+  limits: readonly [number, number] = CALIBRATION_LIMITS,
 ): string | null {
   const q = 2 * COUNTER_READ_QUANTUM_MJ;
-  const most = CALIBRATION_LIMITS[1] * outerMj + DISCONTINUITY_SLACK_MJ;
+  const most = limits[1] * outerMj + DISCONTINUITY_SLACK_MJ;
   if (Number.isFinite(outerMj) && dvMj - q > most) {
     return (
       `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at most ${((b.hi - a.lo) / 1e6).toFixed(0)} ms, ` +
       `more than the power read allows (${(most / 1000).toFixed(1)} J): a counter jump`
     );
   }
-  const least = CALIBRATION_LIMITS[0] * innerMj - DISCONTINUITY_SLACK_MJ;
+  const least = limits[0] * innerMj - DISCONTINUITY_SLACK_MJ;
   if (Number.isFinite(innerMj) && dvMj + q < least) {
     return (
       `the energy counter advanced ${(dvMj / 1000).toFixed(1)} J in at least ${((b.lo - a.hi) / 1e6).toFixed(0)} ms, ` +
