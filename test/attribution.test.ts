@@ -149,7 +149,8 @@ describe.runIf(ready)("shared attribution: the shares add up to the card and eac
                 checked += 1;
               } else if (e.method !== "sampled") {
                 // Only a window too short for the counter (or a share ≤ 0, rule 2) may fail to measure.
-                expect(e.reason).toMatch(
+                // The reason in full where it is not one of these (vitest cuts a long string).
+                expect(e.reason, `not sampled: ${e.reason}`).toMatch(
                   /shorter than the energy counter's update step|a failed measurement/,
                 );
               }
