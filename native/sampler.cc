@@ -171,10 +171,7 @@ void Sampler::RingDoorbells() {
 void Sampler::Run() {
   NameThisThread(index_);
   auto scheduled = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    started_ = scheduled;
-  }
+  started_ = scheduled;  // the thread's own, as last_tick_: read only by it (PeriodLocked)
   while (!stop_.load(std::memory_order_acquire)) {
     last_tick_ = std::chrono::steady_clock::now();
     Tick();

@@ -353,7 +353,7 @@ export class SensorJudge {
   private readonly power: PowerReadings;
   private readonly byModel = SENSOR_MODELS.map(() => new GainEvidence());
   private readonly bounds = { lo: 0, hi: 0 };
-  /** Scratch for check(): each model's least energy inside a step and most over it, a step's gains. */
+  /** Scratch for stepEnergy(): each model's least energy inside a step and most over it; a step's gains. */
   private readonly inner = new Float64Array(SENSOR_MODELS.length);
   private readonly outer = new Float64Array(SENSOR_MODELS.length);
   private readonly gain = { lo: 0, hi: 0 };
@@ -413,10 +413,9 @@ export class SensorJudge {
     const limits = readsLate ? LATE_READ_LIMITS : CALIBRATION_LIMITS;
     const basis = this.basis();
     if (basis === null) return this.judgeUnsettled(dvMj, a, b, limits);
-    this.energy(a.hi, b.lo, basis, this.bounds);
-    const innerMj = this.bounds.lo;
-    this.energy(a.lo, b.hi, basis, this.bounds);
-    const outerMj = this.bounds.hi;
+    this.stepEnergy(basis, a, b);
+    const innerMj = this.inner[basis] as number;
+    const outerMj = this.outer[basis] as number;
     const why = discontinuity(dvMj, innerMj, outerMj, a, b, limits);
     if (why !== null) return why;
     const e = this.byModel[basis] as GainEvidence;
@@ -444,10 +443,9 @@ export class SensorJudge {
   ): string | null {
     let why: string | null = null;
     for (const model of SENSOR_MODELS) {
-      this.energy(a.hi, b.lo, model, this.bounds);
-      const innerMj = this.bounds.lo;
-      this.energy(a.lo, b.hi, model, this.bounds);
-      const outerMj = this.bounds.hi;
+      this.stepEnergy(model, a, b);
+      const innerMj = this.inner[model] as number;
+      const outerMj = this.outer[model] as number;
       if (!Number.isFinite(outerMj)) return null;
       const said = discontinuity(dvMj, innerMj, outerMj, a, b, limits);
       if (said === null) return null;
@@ -457,18 +455,24 @@ export class SensorJudge {
   }
 
   /**
+   * The least energy `model` allows inside a step from an update in `a` to the next in `b`, and the
+   * most over it, into this.inner[model] and this.outer[model].
+   */
+  private stepEnergy(model: SensorModel, a: { lo: number; hi: number }, b: { lo: number; hi: number }): void {
+    this.energy(a.hi, b.lo, model, this.bounds);
+    this.inner[model] = this.bounds.lo;
+    this.energy(a.lo, b.hi, model, this.bounds);
+    this.outer[model] = this.bounds.hi;
+  }
+
+  /**
    * Checks one closed step: the counter rose by `dvMj` between an update in `a` and the next in
    * `b` (instants, ns).
    */
   check(dvMj: number, a: { lo: number; hi: number }, b: { lo: number; hi: number }): void {
     const inner = this.inner;
     const outer = this.outer;
-    for (const model of SENSOR_MODELS) {
-      this.energy(a.hi, b.lo, model, this.bounds);
-      inner[model] = this.bounds.lo;
-      this.energy(a.lo, b.hi, model, this.bounds);
-      outer[model] = this.bounds.hi;
-    }
+    for (const model of SENSOR_MODELS) this.stepEnergy(model, a, b);
     const looser = (outer[HOLD_AVERAGED] as number) - (inner[HOLD_AVERAGED] as number);
     const continuousWidth = (outer[CONTINUOUS] as number) - (inner[CONTINUOUS] as number);
     let counted = false;

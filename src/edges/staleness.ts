@@ -22,7 +22,10 @@ export class CounterStaleness {
   private least = Number.POSITIVE_INFINITY;
   private steps = 0;
 
-  /** A change read by `hi`, where the previous change's value was still read at `prevLo`. */
+  /**
+   * A change first read by `hi`, where the read at `prevLo` still showed the value before the
+   * previous change: the previous update and this one both lie between the two.
+   */
   step(prevLo: number, hi: number): void {
     if (!Number.isFinite(prevLo)) return;
     const span = hi - prevLo;

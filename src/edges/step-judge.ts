@@ -36,7 +36,7 @@ export function discontinuity(
   outerMj: number,
   a: { lo: number; hi: number },
   b: { lo: number; hi: number },
-  limits: readonly [number, number] = CALIBRATION_LIMITS,
+  limits: readonly [number, number],
 ): string | null {
   const q = 2 * COUNTER_READ_QUANTUM_MJ;
   const most = limits[1] * outerMj + DISCONTINUITY_SLACK_MJ;
