@@ -178,6 +178,25 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
     expect(energies[0]?.cards).toHaveLength(8);
   });
 
+  it("refuses a window one of whose cards refuses it, naming idleW, and leaves no part open on the others", async () => {
+    // Card 2's floor is above its 700 W power limit: the window is refused at open(), and the
+    // parts already opened on cards 0 and 1 are closed, so a window alone on card 0 afterwards is
+    // charged the whole card above idle (a part left open would take half of it).
+    const bad = { name: "refused", gpuIndex: [0, 1, 2], idleW: [IDLE[0] as number, IDLE[1] as number, 800] };
+    const refusal = await Meter.forNode(bad)
+      .open()
+      .then(
+        () => null,
+        (error: unknown) => error,
+      );
+    expect(isGiulError(refusal) && refusal.field).toBe("idleW");
+    const alone = await Meter.forNode(node("alone", 0)).open();
+    await sleep(150);
+    await alone.close();
+    const { shares } = truth([alone], [0]);
+    expectWithinBar(alone.result(), shares[0] as number);
+  });
+
   it("names a card lost mid-window: the window is not sampled, the other cards' parts are", async () => {
     const m = await Meter.forNode(node("lost", [4, 5, 6]), { joulesPer1kHint: 2000 }).open();
     await sleep(150);

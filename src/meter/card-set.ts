@@ -7,16 +7,23 @@
 import { type CardPart, chargeCards } from "../rules/cards.js";
 import type { Attribution, Energy } from "../rules/energy.js";
 import type { BackendName } from "../vocabulary/measurement.js";
+import { PartsClosing } from "./close.js";
 import type { EdgeTimes } from "./events.js";
 
 /** One card's window (a Meter of that card's node). */
 export interface PartWindow {
   readonly backend: BackendName | null;
-  open(): Promise<unknown>;
-  mark(name: string, options?: { tokens?: number | null }): void;
+  /** Opens it: null where it opened at once, else the wait. Throws a configuration error. */
+  openPart(): Promise<unknown> | null;
+  /** Whether it is open (opened, not closing). */
+  readonly isOpen: boolean;
+  /** mark(), its arguments checked. */
+  markPart(name: string, tokens: number | null): void;
   setWeight(weight: number): void;
-  close(): Promise<void>;
-  result(): Energy;
+  /** Closes it; `parts` is told once it is measured. */
+  closePart(parts: PartsClosing): void;
+  /** Its record, the rules applied (as a part: never estimated on its own). */
+  charged(tokens: number | null): Energy;
   edgeTimes(): EdgeTimes;
   /** @internal The card it is on: index, and UUID where known. */
   card(): { readonly index: number | null; readonly uuid: string | null };
@@ -35,29 +42,56 @@ export class CardSet {
     return first;
   }
 
-  /** Opens every part; where one refuses (a configuration error), closes the others and rethrows. */
-  async open(): Promise<void> {
-    const opened = await Promise.allSettled(this.parts.map((p) => p.open()));
-    const refused = opened.find((o) => o.status === "rejected");
-    if (refused === undefined) return;
-    await Promise.allSettled(
-      this.parts.filter((_, i) => opened[i]?.status === "fulfilled").map((p) => p.close()),
-    );
-    throw (refused as PromiseRejectedResult).reason;
+  /**
+   * Opens every part: null where all opened at once (no promise of its own per card), else the
+   * wait. Where one refuses (a configuration error), closes the others and rejects with it.
+   */
+  open(): Promise<void> | null {
+    let waits: Promise<unknown>[] | null = null;
+    let refused: { error: unknown } | null = null;
+    for (const p of this.parts) {
+      let wait: Promise<unknown> | null;
+      try {
+        wait = p.openPart();
+      } catch (error) {
+        refused ??= { error };
+        continue;
+      }
+      if (wait === null) continue;
+      waits ??= [];
+      waits.push(
+        wait.catch((error: unknown) => {
+          refused ??= { error };
+        }),
+      );
+    }
+    if (waits === null && refused === null) return null;
+    return Promise.all(waits ?? []).then(async () => {
+      if (refused === null) return;
+      const opened = this.parts.filter((p) => p.isOpen);
+      if (opened.length > 0) {
+        const closing = new PartsClosing(opened.length);
+        for (const p of opened) p.closePart(closing);
+        await closing.promise.catch(() => undefined);
+      }
+      throw refused.error;
+    });
   }
 
   mark(name: string, tokens: number | null): void {
-    for (const p of this.parts) p.mark(name, { tokens });
+    for (const p of this.parts) p.markPart(name, tokens);
   }
 
   setWeight(weight: number): void {
     for (const p of this.parts) p.setWeight(weight);
   }
 
-  /** Closes every part (`failure`: why none can be measured, or null). */
-  async close(failure: string | null): Promise<void> {
+  /** Closes every part (`failure`: why none can be measured, or null): one promise for all. */
+  close(failure: string | null): Promise<void> {
     if (failure !== null) for (const p of this.parts) p.failWith(failure);
-    await Promise.all(this.parts.map((p) => p.close()));
+    const closing = new PartsClosing(this.parts.length);
+    for (const p of this.parts) p.closePart(closing);
+    return closing.promise;
   }
 
   /** The window's edges: its first card's (every part's edges are within microseconds of them). */
@@ -77,7 +111,7 @@ export class CardSet {
     facts: { readonly joulesPer1kHint: number | null; readonly attribution: Attribution },
     tokens: number | null,
   ): Energy {
-    const parts: CardPart[] = this.parts.map((p) => ({ ...p.card(), energy: p.result() }));
+    const parts: CardPart[] = this.parts.map((p) => ({ ...p.card(), energy: p.charged(null) }));
     return chargeCards(parts, marks, facts, tokens);
   }
 }

@@ -21,6 +21,34 @@ function captureResolvers(resolve: () => void, reject: (error: unknown) => void)
   rejected = reject;
 }
 
+/**
+ * The close of a window over several cards: one promise for all its parts, settled once every
+ * part's CloseWait has finished (rejected with the first failure of giul's own).
+ */
+export class PartsClosing {
+  readonly promise: Promise<void>;
+  private readonly resolve: () => void;
+  private readonly reject: (error: unknown) => void;
+  private failure: { error: unknown } | null = null;
+
+  constructor(private left: number) {
+    this.promise = new Promise<void>(captureResolvers);
+    this.resolve = resolved;
+    this.reject = rejected;
+    resolved = NOOP;
+    rejected = NOOP;
+  }
+
+  /** One part finished (`thrown`: what its measuring threw). */
+  done(thrown: { error: unknown } | null): void {
+    if (thrown !== null && this.failure === null) this.failure = thrown;
+    this.left -= 1;
+    if (this.left > 0) return;
+    if (this.failure === null) this.resolve();
+    else this.reject(this.failure.error);
+  }
+}
+
 export class CloseWait implements Accounted {
   /** Accounted once: a second call (accounting threw after the waiter was taken) is ignored. */
   private arrivedOnce = false;
@@ -36,7 +64,15 @@ export class CloseWait implements Accounted {
     private readonly concurrency: Concurrency,
     /** The contention check still to await (it never rejects: a failure is giul's own). */
     private readonly contention: Promise<void> | null,
+    /** A part of a window over several cards: the close of all its parts, told instead. */
+    private readonly parts: PartsClosing | null = null,
   ) {
+    if (parts !== null) {
+      this.promise = parts.promise;
+      this.resolve = NOOP;
+      this.reject = NOOP;
+      return;
+    }
     this.promise = new Promise<void>(captureResolvers);
     this.resolve = resolved;
     this.reject = rejected;
@@ -58,9 +94,11 @@ export class CloseWait implements Accounted {
   private finish(thrown: { error: unknown } | null): void {
     try {
       this.window.measured(this.event, this.concurrency, thrown);
-      this.resolve();
+      if (this.parts !== null) this.parts.done(null);
+      else this.resolve();
     } catch (error) {
-      this.reject(error);
+      if (this.parts !== null) this.parts.done({ error });
+      else this.reject(error);
     }
   }
 }

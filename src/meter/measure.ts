@@ -92,6 +92,30 @@ export function measureWindow(
   return { idleW: w.idleW, total: measureSpan(w, 0, last, concurrency), stages };
 }
 
+/**
+ * measureWindow() once the window's events are accounted (`thrown`: accounting them failed); where
+ * either threw (a fault of giul's own), nothing is measured, and the outcome says why.
+ */
+export function measureClosed(
+  w: WindowSources,
+  marks: readonly StageMark[],
+  closeEvent: LedgerEvent,
+  concurrency: Concurrency,
+  thrown: { error: unknown } | null,
+): Outcome {
+  try {
+    if (thrown !== null) throw thrown.error;
+    return measureWindow(w, marks, concurrency);
+  } catch (error) {
+    const openEdge = (w.entries.events[0] as LedgerEvent).edge;
+    const measurement = fail(`evaluating the window failed: ${String(error)}`);
+    return {
+      total: { measurement, seconds: Number(closeEvent.edge.tNs - openEdge.tNs) / 1e9, concurrency },
+      stages: [],
+    };
+  }
+}
+
 function joined(a: string | null | undefined, b: string | null): string | null {
   if (a === null || a === undefined) return b;
   return b === null ? a : `${a}; ${b}`;

@@ -4,9 +4,9 @@ import {
   windowCloseChannel,
   windowOpenChannel,
 } from "../diagnostics.js";
-import { type CardLedger, type LedgerEvent, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
+import type { CardLedger, LedgerEvent, LedgerWindow } from "../ledger/ledger.js";
 import type { Concurrency, Energy } from "../rules/energy.js";
-import { type Node, nodesOfCards, type ResolvedNode, resolveNode } from "../rules/node.js";
+import { type Node, nodesOfCards, type ResolvedNode, resolveNodeOnce } from "../rules/node.js";
 import { cardOf, forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
 import type { Track } from "../track/track.js";
 import { GiulError } from "../vocabulary/errors.js";
@@ -14,13 +14,19 @@ import { type BackendName, fail } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
 import { abandoned, Leftovers } from "./abandoned.js";
 import { CardSet } from "./card-set.js";
-import { CloseWait } from "./close.js";
+import { CloseWait, type PartsClosing } from "./close.js";
 import { type EdgeTimes, WindowEvents } from "./events.js";
-import { hasStage, measureWindow, type Outcome, type StageMark, withMark } from "./measure.js";
+import { hasStage, measureClosed, type Outcome, type StageMark, withMark } from "./measure.js";
 import { WindowMessages } from "./messages.js";
-import { failedOpening, type Opening, openTrackLater, openTrackNow } from "./open-track.js";
 import {
-  checkIdleAgainstCard,
+  failedOpening,
+  type OpenedWindow,
+  type Opening,
+  openOnLedger,
+  openTrackLater,
+  openTrackNow,
+} from "./open-track.js";
+import {
   checkOptions,
   checkStageName,
   checkTokens,
@@ -44,8 +50,6 @@ export type { EdgeTimes } from "./events.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./options.js";
 
 type State = "new" | "opening" | "open" | "closing" | "closed";
-
-const resolvedNodes = new WeakMap<Node, ResolvedNode>();
 
 /**
  * One window on one node's card: open it, mark its stages, close it, read what it cost.
@@ -106,40 +110,41 @@ export class Meter {
 
   private constructor(
     node: ResolvedNode,
-    options: Partial<MeterOptions>,
+    options: ResolvedMeterOptions,
     forced: BackendName | null,
     /** One card's part of a window over several cards: it publishes nothing, it is never estimated. */
     private readonly isPart = false,
   ) {
     this.node = node;
-    this.o = resolveMeterOptions(options);
-    this.currentWeight = this.o.weight;
+    this.o = options;
+    this.currentWeight = options.weight;
     this.forced = forced;
     if (node.cards.length > 1) {
-      const partOptions = { ...options, sync: null, joulesPer1kHint: null };
+      const partOptions = { ...options, sync: null, hint: null };
       this.set = new CardSet(nodesOfCards(node).map((n) => new Meter(n, partOptions, forced, true)));
     }
   }
 
   /** A window on `node`'s card. Validates the node and options at once (throws GiulError). */
   static forNode(node: Node, options: MeterOptions = {}): Meter {
-    let resolved = typeof node === "object" && node !== null ? resolvedNodes.get(node) : undefined;
-    if (resolved === undefined) {
-      resolved = resolveNode(node);
-      if (Object.isFrozen(node)) resolvedNodes.set(node, resolved);
-    }
+    const resolved = resolveNodeOnce(node);
     const checked = checkOptions<MeterOptions>("options", options, METER_OPTIONS);
     const forced = forcedBackend();
     for (const card of forced === null ? [] : nodesOfCards(resolved)) {
       const failure = knownForcedFailure(card, forced as BackendName);
       if (failure !== null) throw new GiulError("BACKEND_UNAVAILABLE", failure, { field: "GIUL_BACKEND" });
     }
-    return new Meter(resolved, checked, forced);
+    return new Meter(resolved, resolveMeterOptions(checked), forced);
   }
 
   /** The backend metering this window (known once open() has resolved). */
   get backend(): BackendName | null {
     return this.set !== null ? this.set.backend : (this.selection?.backend ?? null);
+  }
+
+  /** @internal Whether it is open (opened, not closing). */
+  get isOpen(): boolean {
+    return this.state === "open";
   }
 
   /** The window's weight: as opened, or as last set (see {@link MeterOptions.weight}). */
@@ -165,35 +170,47 @@ export class Meter {
   open(): Promise<this> {
     if (this.state !== "new")
       return Promise.reject(new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`));
+    let later: Promise<unknown> | null;
+    try {
+      later = this.set !== null ? this.openSet(this.set) : this.openPart();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return later === null ? Promise.resolve(this) : (later as Promise<this>);
+  }
+
+  /** @internal open() of one card's window: null where it opened at once (no promise), else the wait. */
+  openPart(): Promise<this> | null {
     this.state = "opening";
-    if (this.set !== null) return this.openSet(this.set);
     let opened: Opening | null;
     try {
-      // A card already probed and sampling: nothing to await, and no async frame either (an async
-      // function's frame is a few hundred bytes a window for the collector).
       opened = openTrackNow(this.node, this.forced, this.o.periodMs);
     } catch (error) {
       opened = failedOpening(error);
     }
     if (opened === null) return this.openLater();
-    try {
-      this.opened(opened);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return Promise.resolve(this);
+    this.opened(opened);
+    return null;
   }
 
-  /** open() of a window over several cards: its part on each. */
-  private async openSet(set: CardSet): Promise<this> {
-    await set.open().catch((error: unknown) => {
+  /** open() of a window over several cards: its part on each (null where all opened at once). */
+  private openSet(set: CardSet): Promise<this> | null {
+    this.state = "opening";
+    const opened = (): this => {
+      this.state = "open";
+      if (windowOpenChannel.hasSubscribers)
+        this.messages.opened(this, this.backend ?? "none", this.edgeNs(false));
+      return this;
+    };
+    const later = set.open();
+    if (later === null) {
+      opened();
+      return null;
+    }
+    return later.then(opened, (error: unknown) => {
       this.state = "new";
       throw error;
     });
-    this.state = "open";
-    if (windowOpenChannel.hasSubscribers)
-      this.messages.opened(this, this.backend ?? "none", this.edgeNs(false));
-    return this;
   }
 
   /** open() where the card is still to be probed or its sampler to start. */
@@ -208,35 +225,18 @@ export class Meter {
     return this;
   }
 
-  /**
-   * The rest of open(), its track in hand: the opening edge. Throws a GiulError for a configuration
-   * error (GIUL_BACKEND, an idleW above the card's limit or another window's), the window back to new.
-   */
-  private opened(opened: Opening): void {
-    this.selection = opened.selection;
-    const track = opened.track;
-    this.notReady = opened.notReady;
-    // A configuration error is said, never fallen back from.
-    const forcedUnavailable = this.selection?.forcedUnavailable;
-    const refused =
-      forcedUnavailable !== undefined
-        ? new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" })
-        : checkIdleAgainstCard(this.node, this.selection);
-    if (refused !== null) {
-      track.release();
-      this.state = "new";
-      throw refused;
-    }
-    let ledger: CardLedger;
-    let entries: LedgerWindow;
+  /** The rest of open(), its track in hand: the opening edge (a configuration error: back to new). */
+  private opened(opening: Opening): void {
+    let opened: OpenedWindow;
     try {
-      ledger = ledgerFor(track, this.selection?.cardKey ?? null, this.selection?.noKeyReason ?? null);
-      entries = ledger.openWindow(this.o.weight, this.node.idleW);
+      opened = openOnLedger(this.node, opening, this.o.weight);
     } catch (error) {
-      track.release();
       this.state = "new";
       throw error;
     }
+    this.selection = opening.selection;
+    this.notReady = opening.notReady;
+    const { track, ledger, entries } = opened;
     this.track = track;
     this.ledger = ledger;
     this.entries = entries;
@@ -270,11 +270,15 @@ export class Meter {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
-    if (this.set !== null) {
+    if (this.set === null) this.markPart(name, tokens);
+    else {
       this.set.mark(name, tokens);
       this.marks = withMark(this.marks, { name, index: -1, tokens, maxConcurrency: 0 });
-      return;
     }
+  }
+
+  /** @internal mark() of one card's window, its arguments checked. */
+  markPart(name: string, tokens: number | null): void {
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
     const start = entries.events[this.stageStart()] as LedgerEvent;
@@ -351,7 +355,7 @@ export class Meter {
    * Not an async function: a crowd of closing windows would each keep a suspended frame of it
    * alive, where the waiter keeps a few words.
    */
-  private finishNow(): Promise<void> {
+  private finishNow(parts: PartsClosing | null = null): Promise<void> {
     if (this.set !== null) return this.finishSet(this.set);
     this.forgetLeftovers();
     const ledger = this.ledger as CardLedger;
@@ -364,7 +368,7 @@ export class Meter {
     const contention = this.witness?.check(openEvent.edge.tNs, closeEvent.edge.tNs) ?? null;
     // One promise per closing window, resolved from the ledger's call of one waiter, not a chain
     // of promises and closures kept alive by a crowd of closing windows.
-    const wait = new CloseWait(this, closeEvent, concurrency, contention);
+    const wait = new CloseWait(this, closeEvent, concurrency, contention, parts);
     try {
       ledger.settleThen(wait);
     } catch (error) {
@@ -382,6 +386,17 @@ export class Meter {
     if (energyChannel.hasSubscribers) this.messages.owe(this);
   }
 
+  /** @internal close() of one card's part, open (its CardSet's): `parts` is told once it is measured. */
+  closePart(parts: PartsClosing): void {
+    this.state = "closing";
+    this.closing = parts.promise;
+    try {
+      this.finishNow(parts);
+    } catch (error) {
+      parts.done({ error });
+    }
+  }
+
   /** @internal The card this window is on (a part of a window over several cards). */
   card(): { readonly index: number | null; readonly uuid: string | null } {
     return cardOf(this.selection, this.node);
@@ -392,39 +407,22 @@ export class Meter {
     this.syncFailure = reason;
   }
 
-  /**
-   * The window's outcome once its edges have settled (`thrown`: settling them failed); called by
-   * its CloseWait.
-   * @internal
-   */
+  /** @internal The outcome once its edges have settled (`thrown`: that failed); its CloseWait calls it. */
   measured(closeEvent: LedgerEvent, concurrency: Concurrency, thrown: { error: unknown } | null): void {
     const track = this.track as Track;
     const entries = this.entries as LedgerWindow;
     try {
-      if (thrown !== null) throw thrown.error;
-      this.outcome = measureWindow(
-        {
-          track,
-          ledger: this.ledger as CardLedger,
-          entries,
-          idleW: Number.isNaN(entries.idleW) ? this.node.idleW : entries.idleW,
-          attribution: this.o.attribution,
-          failure: this.syncFailure ?? this.notReady,
-        },
-        this.marks,
-        concurrency,
-      );
-    } catch (error) {
-      const reason = `evaluating the window failed: ${String(error)}`;
-      const openEdge = (entries.events[0] as LedgerEvent).edge;
-      this.outcome = {
-        total: {
-          measurement: fail(reason),
-          seconds: Number(closeEvent.edge.tNs - openEdge.tNs) / 1e9,
-          concurrency,
-        },
-        stages: [],
+      const idleW = Number.isNaN(entries.idleW) ? this.node.idleW : entries.idleW;
+      const failure = this.syncFailure ?? this.notReady;
+      const sources = {
+        track,
+        ledger: this.ledger as CardLedger,
+        entries,
+        idleW,
+        attribution: this.o.attribution,
+        failure,
       };
+      this.outcome = measureClosed(sources, this.marks, closeEvent, concurrency, thrown);
     } finally {
       track.release();
       this.events.measured();
@@ -444,29 +442,14 @@ export class Meter {
       "tokens",
       checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
     );
-    if (this.set !== null) {
-      const facts = { joulesPer1kHint: this.o.hint, attribution: this.o.attribution };
-      return this.settled(this.set.result(this.marks, facts, tokens));
-    }
-    const energy = chargeOutcome(
-      this.outcome as Outcome,
-      {
-        backend: this.selection?.backend ?? "none",
-        idleW: this.node.idleW,
-        joulesPer1kHint: this.o.hint,
-        contendedBy: this.witness?.contendedBy ?? null,
-        contentionUnchecked: this.witness?.unchecked ?? null,
-        shared: this.node.servingMatch !== null,
-        attribution: this.o.attribution,
-        part: this.isPart,
-      },
-      tokens,
-    );
-    return this.settled(energy);
-  }
-
-  /** `energy`, published first where the record is owed. */
-  private settled(energy: Energy): Energy {
+    const energy =
+      this.set === null
+        ? this.charged(tokens)
+        : this.set.result(
+            this.marks,
+            { joulesPer1kHint: this.o.hint, attribution: this.o.attribution },
+            tokens,
+          );
     return this.messages.settled(
       this,
       energy,
@@ -475,16 +458,28 @@ export class Meter {
     );
   }
 
+  /** @internal The rules applied to what close() measured (a part's: never estimated on its own). */
+  charged(tokens: number | null): Energy {
+    const facts = {
+      backend: this.selection?.backend ?? "none",
+      idleW: this.node.idleW,
+      joulesPer1kHint: this.o.hint,
+      contendedBy: this.witness?.contendedBy ?? null,
+      contentionUnchecked: this.witness?.unchecked ?? null,
+      shared: this.node.servingMatch !== null,
+      attribution: this.o.attribution,
+      part: this.isPart,
+    };
+    return chargeOutcome(this.outcome as Outcome, facts, tokens);
+  }
+
   /** CLOCK_MONOTONIC ns of the window's opening (or, `last`, its newest) edge. */
   private edgeNs(last: boolean): bigint {
     if (this.set !== null) return this.set.edgeNs(last);
     return this.events.ns(last ? this.events.count() - 1 : 0);
   }
 
-  /**
-   * Opens a window, runs fn, closes the window (also when fn throws, then rethrows) and returns
-   * fn's value with what it cost.
-   */
+  /** Opens a window, runs fn, closes it (also when fn throws, then rethrows): fn's value, what it cost. */
   measure<T>(
     fn: (meter: Meter) => Promise<T> | T,
     measureOptions?: MeasureOptions<T>,

@@ -6,11 +6,14 @@
  * hangs for longer than the node allows.
  */
 
+import { type CardLedger, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
 import type { ResolvedNode } from "../rules/node.js";
 import { type Selection, select, selectNow } from "../select/index.js";
 import { NullTrack, type Track } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
+import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
+import { checkIdleAgainstCard } from "./options.js";
 
 export interface OpenedTrack {
   readonly selection: Selection;
@@ -28,6 +31,42 @@ export function failedOpening(error: unknown): Opening {
   const reason = `opening the window failed: ${String(error)}`;
   debug("open failed: %s", String(error));
   return { selection: null, track: new NullTrack(reason), notReady: reason };
+}
+
+/**
+ * What refuses a window's opening, its track in hand: GIUL_BACKEND names a backend the card does
+ * not have, or idleW is above the card's power limit. A GiulError naming the field, or null.
+ */
+export function configurationError(node: ResolvedNode, selection: Selection | null): GiulError | null {
+  const forcedUnavailable = selection?.forcedUnavailable;
+  if (forcedUnavailable !== undefined)
+    return new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
+  return checkIdleAgainstCard(node, selection);
+}
+
+/** A window opened on its card's ledger: its track (retained), the ledger, its entries on it. */
+export interface OpenedWindow {
+  readonly track: Track;
+  readonly ledger: CardLedger;
+  readonly entries: LedgerWindow;
+}
+
+/**
+ * The opening edge on the card's ledger, the track in hand. Throws a GiulError for a configuration
+ * error (GIUL_BACKEND, an idleW above the card's limit or another window's), the track released.
+ */
+export function openOnLedger(node: ResolvedNode, opening: Opening, weight: number): OpenedWindow {
+  const { selection, track } = opening;
+  try {
+    // A configuration error is said, never fallen back from.
+    const refused = configurationError(node, selection);
+    if (refused !== null) throw refused;
+    const ledger = ledgerFor(track, selection?.cardKey ?? null, selection?.noKeyReason ?? null);
+    return { track, ledger, entries: ledger.openWindow(weight, node.idleW) };
+  } catch (error) {
+    track.release();
+    throw error;
+  }
 }
 
 const TIMED_OUT: unique symbol = Symbol("timed out");

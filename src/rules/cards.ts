@@ -6,7 +6,7 @@
  * that was not measured.
  */
 import type { BackendName, ContendingProcess } from "../vocabulary/measurement.js";
-import { type Attribution, type CardEnergy, type Concurrency, Energy, SIMULATED } from "./energy.js";
+import { type Attribution, type CardEnergy, Energy, SIMULATED } from "./energy.js";
 
 /** One card's part of the window, as charged on that card. */
 export interface CardPart {
@@ -73,14 +73,56 @@ function cardEnergy(p: CardPart): CardEnergy {
   });
 }
 
-/** Σ of the values, or null where any is null. */
-function total(values: readonly (number | null)[]): number | null {
-  let s = 0;
-  for (const v of values) {
-    if (v === null) return null;
-    s += v;
+/** Σ of `a` and `b`, null where either is. */
+function plus(a: number | null, b: number | null): number | null {
+  return a === null || b === null ? null : a + b;
+}
+
+/** The parts' figures added up in one pass (no list per figure: a record over 8 cards is built per window). */
+class Totals {
+  backend: BackendName | null = null;
+  mixed = false;
+  simulated = false;
+  measuredJoules: number | null = 0;
+  uncertaintyJoules: number | null = 0;
+  samples: number | null = 0;
+  maxGapMs: number | null = 0;
+  cardJoules: number | null = 0;
+  joules: number | null = 0;
+  idleW = 0;
+  notSampled = 0;
+  /** Some part's contention was checked (true), found unchecked (false), or none was looked up (null). */
+  checked: boolean | null = null;
+  mean: number | null = 0;
+  max: number | null = 0;
+  readonly contendedBy: ContendingProcess[] = [];
+
+  add(e: Energy): void {
+    if (this.backend === null) this.backend = e.backend;
+    else if (e.backend !== this.backend) this.mixed = true;
+    if (e.backend === "simulated") this.simulated = true;
+    if (e.method !== "sampled") this.notSampled += 1;
+    this.measuredJoules = plus(this.measuredJoules, e.measuredJoules);
+    this.uncertaintyJoules = plus(this.uncertaintyJoules, e.uncertaintyJoules);
+    this.samples = plus(this.samples, e.samples);
+    this.cardJoules = plus(this.cardJoules, e.cardJoules);
+    this.joules = plus(this.joules, e.joules);
+    this.maxGapMs =
+      this.maxGapMs === null || e.maxGapMs === null ? null : Math.max(this.maxGapMs, e.maxGapMs);
+    this.idleW += e.idleW;
+    if (e.contentionChecked !== null) this.checked = this.checked !== false && e.contentionChecked;
+    const c = e.concurrency;
+    if (c === null || this.mean === null || this.max === null) {
+      this.mean = null;
+      this.max = null;
+    } else {
+      this.mean = Math.max(this.mean, c.mean);
+      this.max = Math.max(this.max, c.max);
+    }
+    for (const p of e.contendedBy) {
+      if (!this.contendedBy.some((q) => q.pid === p.pid)) this.contendedBy.push(p);
+    }
   }
-  return s;
 }
 
 function sum(
@@ -89,45 +131,21 @@ function sum(
   tokens: number | null,
   stagesIn: Record<string, Energy>,
 ): Energy {
-  const energies = parts.map((p) => p.energy);
-  const first = energies[0] as Energy;
-  const backends = new Set<BackendName>(energies.map((e) => e.backend));
-  const backend: BackendName = backends.size === 1 ? first.backend : "mixed";
-  const contendedBy: ContendingProcess[] = [];
-  const pids = new Set<number>();
-  for (const e of energies) {
-    for (const p of e.contendedBy) {
-      if (pids.has(p.pid)) continue;
-      pids.add(p.pid);
-      contendedBy.push(p);
-    }
-  }
-  const checked = energies.map((e) => e.contentionChecked);
-  const contentionChecked = checked.every((c) => c === null) ? null : !checked.includes(false);
-  const concurrency: Concurrency | null = energies.some((e) => e.concurrency === null)
-    ? null
-    : {
-        mean: Math.max(...energies.map((e) => (e.concurrency as Concurrency).mean)),
-        max: Math.max(...energies.map((e) => (e.concurrency as Concurrency).max)),
-      };
-  const measuredJoules = total(energies.map((e) => e.measuredJoules));
-  const uncertaintyJoules = total(energies.map((e) => e.uncertaintyJoules));
-  const samples = total(energies.map((e) => e.samples));
-  const gaps = energies.map((e) => e.maxGapMs);
-  const maxGapMs = gaps.includes(null) ? null : Math.max(...(gaps as number[]));
-  const simulated = backends.has("simulated");
-  const notSampled = parts.filter((p) => p.energy.method !== "sampled");
-  const notes: string[] = simulated ? [SIMULATED] : [];
-  for (const p of notSampled.length === 0 ? parts : notSampled) {
+  const t = new Totals();
+  for (const p of parts) t.add(p.energy);
+  const backend: BackendName = t.mixed ? "mixed" : (t.backend as BackendName);
+  const notes: string[] = t.simulated ? [SIMULATED] : [];
+  for (const p of parts) {
+    if (t.notSampled > 0 && p.energy.method === "sampled") continue;
     const reason = ownReason(p.energy.reason);
     if (reason !== null) notes.push(`${label(p)}: ${reason}`);
   }
-  if (backends.size > 1)
+  if (t.mixed)
     notes.push(`cards measured by ${parts.map((p) => `${p.index} ${p.energy.backend}`).join(", ")}`);
   let joules: number | null = null;
   let method: Energy["method"] = "sampled";
-  if (notSampled.length === 0) {
-    joules = total(energies.map((e) => e.joules));
+  if (t.notSampled === 0) {
+    joules = t.joules;
   } else if (facts.joulesPer1kHint !== null && tokens !== null) {
     method = "estimated";
     joules = (facts.joulesPer1kHint * tokens) / 1000;
@@ -141,24 +159,26 @@ function sum(
     );
   }
   const stages = Object.keys(stagesIn).length === 0 ? Object.freeze({}) : Object.freeze(stagesIn);
+  const cards: CardEnergy[] = new Array(parts.length);
+  for (let i = 0; i < parts.length; i++) cards[i] = cardEnergy(parts[i] as CardPart);
   return new Energy({
     joules,
     method,
     backend,
-    seconds: first.seconds,
-    idleW: energies.reduce((s, e) => s + e.idleW, 0),
+    seconds: (parts[0] as CardPart).energy.seconds,
+    idleW: t.idleW,
     tokens,
     stages,
-    contendedBy: Object.freeze(contendedBy),
-    contentionChecked,
+    contendedBy: Object.freeze(t.contendedBy),
+    contentionChecked: t.checked,
     reason: notes.length === 0 ? null : notes.join("; "),
-    measuredJoules,
-    uncertaintyJoules,
-    samples,
-    maxGapMs,
+    measuredJoules: t.measuredJoules,
+    uncertaintyJoules: t.uncertaintyJoules,
+    samples: t.samples,
+    maxGapMs: t.maxGapMs,
     attribution: facts.attribution,
-    concurrency,
-    cardJoules: total(energies.map((e) => e.cardJoules)),
-    cards: Object.freeze(parts.map(cardEnergy)),
+    concurrency: t.mean === null || t.max === null ? null : { mean: t.mean, max: t.max },
+    cardJoules: t.cardJoules,
+    cards: Object.freeze(cards),
   });
 }

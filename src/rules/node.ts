@@ -101,6 +101,18 @@ function invalid(field: string, message: string): GiulError {
 
 const describe = describeValue;
 
+const checkedNodes = new WeakMap<Node, ResolvedNode>();
+
+/** resolveNode(), checked once per frozen node (a server's node is one object for every window). */
+export function resolveNodeOnce(node: Node): ResolvedNode {
+  let r = typeof node === "object" && node !== null ? checkedNodes.get(node) : undefined;
+  if (r === undefined) {
+    r = resolveNode(node);
+    if (Object.isFrozen(node)) checkedNodes.set(node, r);
+  }
+  return r;
+}
+
 /**
  * Checks a node and fills in defaults. Throws a {@link GiulError} with code `INVALID_NODE` naming
  * the field at the first problem; these are programmer errors, reported at once.
