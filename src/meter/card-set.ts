@@ -16,7 +16,7 @@ export interface PartWindow {
   /** Opens it: null where it opened at once, else the wait. Throws a configuration error. */
   openPart(): Promise<unknown> | null;
   /** Whether it is open (opened, not closing). */
-  readonly isOpen: boolean;
+  partOpen(): boolean;
   /** mark(), its arguments checked. */
   markPart(name: string, tokens: number | null): void;
   setWeight(weight: number): void;
@@ -68,7 +68,7 @@ export class CardSet {
     if (waits === null && refused === null) return null;
     return Promise.all(waits ?? []).then(async () => {
       if (refused === null) return;
-      const opened = this.parts.filter((p) => p.isOpen);
+      const opened = this.parts.filter((p) => p.partOpen());
       if (opened.length > 0) {
         const closing = new PartsClosing(opened.length);
         for (const p of opened) p.closePart(closing);

@@ -143,7 +143,7 @@ export class Meter {
   }
 
   /** @internal Whether it is open (opened, not closing). */
-  get isOpen(): boolean {
+  partOpen(): boolean {
     return this.state === "open";
   }
 
