@@ -51,6 +51,15 @@ async function child(variant, n, rounds) {
     const gpuIndex = cards > 1 ? Array.from({ length: cards }, (_, i) => i) : 0;
     const node = Object.freeze({ name: "bench", gpuIndex, idleW: 60 });
     make = () => Meter.forNode(node, { joulesPer1kHint: 4000 });
+    // A build that did not load the addon (a --before dist with none beside it, and no
+    // GIUL_ADDON_PATH) would be measured on another backend, far cheaper: say so and stop.
+    const probe = await make().open();
+    await probe.close();
+    if (!String(probe.backend).startsWith("nvml_")) {
+      throw new Error(
+        `${dist}: windows are metered by ${probe.backend}, not the native addon (set GIUL_ADDON_PATH)`,
+      );
+    }
   }
   const cpu = [];
   const all = [];
