@@ -10,7 +10,7 @@ import { type Node, nodesOfCards, type ResolvedNode, resolveNodeOnce } from "../
 import { cardOf, forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
 import type { Track } from "../track/track.js";
 import { GiulError } from "../vocabulary/errors.js";
-import { type BackendName, fail } from "../vocabulary/measurement.js";
+import type { BackendName } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
 import { abandoned, Leftovers } from "./abandoned.js";
 import { CardSet } from "./card-set.js";
@@ -168,8 +168,6 @@ export class Meter {
    * the card's sake.
    */
   open(): Promise<this> {
-    if (this.state !== "new")
-      return Promise.reject(new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`));
     let later: Promise<unknown> | null;
     try {
       later = this.set !== null ? this.openSet(this.set) : this.openPart();
@@ -181,7 +179,7 @@ export class Meter {
 
   /** @internal open() of one card's window: null where it opened at once (no promise), else the wait. */
   openPart(): Promise<this> | null {
-    this.state = "opening";
+    this.beginOpen();
     let opened: Opening | null;
     try {
       opened = openTrackNow(this.node, this.forced, this.o.periodMs);
@@ -195,7 +193,7 @@ export class Meter {
 
   /** open() of a window over several cards: its part on each (null where all opened at once). */
   private openSet(set: CardSet): Promise<this> | null {
-    this.state = "opening";
+    this.beginOpen();
     const opened = (): this => {
       this.state = "open";
       if (windowOpenChannel.hasSubscribers)
@@ -211,6 +209,13 @@ export class Meter {
       this.state = "new";
       throw error;
     });
+  }
+
+  /** The window starts opening: only once (a part closed after its window was refused stays so). */
+  private beginOpen(): void {
+    if (this.state !== "new")
+      throw new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`);
+    this.state = "opening";
   }
 
   /** open() where the card is still to be probed or its sampler to start. */
