@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { benchRequest, mainThreadCpuNs, median, squareWaveScenario } from "./lib.js";
+import { benchRequest, expectNative, mainThreadCpuNs, median, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const CARDS = 8;
@@ -46,8 +46,7 @@ async function child(mode, n, rounds) {
   const make = mode === "split" ? () => new Split() : () => Meter.forNode(tp, { joulesPer1kHint: 4000 });
   const first = await make().open();
   await first.close();
-  const backend = mode === "split" ? first.ms[0].backend : first.backend;
-  if (!String(backend).startsWith("nvml_")) throw new Error(`${dist}: metered by ${backend}, not the addon`);
+  expectNative(mode === "split" ? first.ms[0].backend : first.backend, dist);
   const cpu = [];
   for (let r = 0; r < rounds + 3; r++) {
     const c0 = mainThreadCpuNs();

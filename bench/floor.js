@@ -17,7 +17,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { benchRequest, mainThreadCpuNs, median, squareWaveScenario } from "./lib.js";
+import { benchRequest, expectNative, mainThreadCpuNs, median, squareWaveScenario } from "./lib.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const argv = process.argv.slice(2);
@@ -51,15 +51,9 @@ async function child(variant, n, rounds) {
     const gpuIndex = cards > 1 ? Array.from({ length: cards }, (_, i) => i) : 0;
     const node = Object.freeze({ name: "bench", gpuIndex, idleW: 60 });
     make = () => Meter.forNode(node, { joulesPer1kHint: 4000 });
-    // A build that did not load the addon (a --before dist with none beside it, and no
-    // GIUL_ADDON_PATH) would be measured on another backend, far cheaper: say so and stop.
     const probe = await make().open();
     await probe.close();
-    if (!String(probe.backend).startsWith("nvml_")) {
-      throw new Error(
-        `${dist}: windows are metered by ${probe.backend}, not the native addon (set GIUL_ADDON_PATH)`,
-      );
-    }
+    expectNative(probe.backend, dist);
   }
   const cpu = [];
   const all = [];

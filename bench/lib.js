@@ -55,6 +55,15 @@ export async function runBundled(entry, beside) {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Throws unless `backend` is the native addon's: a build that did not load it (a dist with none
+ * beside it, and no GIUL_ADDON_PATH) would be measured on another backend, far cheaper, unsaid.
+ */
+export function expectNative(backend, dist) {
+  if (!String(backend).startsWith("nvml_"))
+    throw new Error(`${dist}: windows are metered by ${backend}, not the native addon (set GIUL_ADDON_PATH)`);
+}
+
+/**
  * The main thread's CPU time so far (ns), from /proc/self/task/<pid>/schedstat: what the event
  * loop actually ran, without the time it sat runnable while other processes had the cores (which
  * event-loop utilization counts as active, and which a loaded host inflates many times); null

@@ -7,7 +7,7 @@
 import { type CardPart, chargeCards } from "../rules/cards.js";
 import type { Attribution, Energy } from "../rules/energy.js";
 import type { BackendName } from "../vocabulary/measurement.js";
-import { PartsClosing } from "./close.js";
+import { CloseCountdown } from "./close.js";
 import type { EdgeTimes } from "./events.js";
 
 /** One card's window (a Meter of that card's node). */
@@ -20,8 +20,8 @@ export interface PartWindow {
   /** mark(), its arguments checked. */
   markPart(name: string, tokens: number | null): void;
   setWeight(weight: number): void;
-  /** Closes it; `parts` is told once it is measured. */
-  closePart(parts: PartsClosing): void;
+  /** Closes it; `countdown` is told once it is measured. */
+  closePart(countdown: CloseCountdown): void;
   /** Its record, the rules applied (as a part: never estimated on its own). */
   charged(tokens: number | null): Energy;
   edgeTimes(): EdgeTimes;
@@ -70,7 +70,7 @@ export class CardSet {
       if (refused === null) return;
       const opened = this.parts.filter((p) => p.partOpen());
       if (opened.length > 0) {
-        const closing = new PartsClosing(opened.length);
+        const closing = new CloseCountdown(opened.length);
         for (const p of opened) p.closePart(closing);
         await closing.promise.catch(() => undefined);
       }
@@ -89,7 +89,7 @@ export class CardSet {
   /** Closes every part (`failure`: why none can be measured, or null): one promise for all. */
   close(failure: string | null): Promise<void> {
     if (failure !== null) for (const p of this.parts) p.failWith(failure);
-    const closing = new PartsClosing(this.parts.length);
+    const closing = new CloseCountdown(this.parts.length);
     for (const p of this.parts) p.closePart(closing);
     return closing.promise;
   }

@@ -22,10 +22,10 @@ function captureResolvers(resolve: () => void, reject: (error: unknown) => void)
 }
 
 /**
- * The close of a window over several cards: one promise for all its parts, settled once every
- * part's CloseWait has finished (rejected with the first failure of giul's own).
+ * close()'s promise: settled once each of the window's `left` card windows is measured (one, or one
+ * per card of a window over several cards), rejected with the first failure of giul's own.
  */
-export class PartsClosing {
+export class CloseCountdown {
   readonly promise: Promise<void>;
   private readonly resolve: () => void;
   private readonly reject: (error: unknown) => void;
@@ -39,7 +39,7 @@ export class PartsClosing {
     rejected = NOOP;
   }
 
-  /** One part finished (`thrown`: what its measuring threw). */
+  /** One card window finished (`thrown`: what its measuring threw). */
   done(thrown: { error: unknown } | null): void {
     if (thrown !== null && this.failure === null) this.failure = thrown;
     this.left -= 1;
@@ -53,32 +53,15 @@ export class CloseWait implements Accounted {
   /** Accounted once: a second call (accounting threw after the waiter was taken) is ignored. */
   private arrivedOnce = false;
 
-  /** close()'s promise, settled by this waiter. */
-  readonly promise: Promise<void>;
-  private readonly resolve: () => void;
-  private readonly reject: (error: unknown) => void;
-
   constructor(
     private readonly window: Closing,
     readonly event: LedgerEvent,
     private readonly concurrency: Concurrency,
     /** The contention check still to await (it never rejects: a failure is giul's own). */
     private readonly contention: Promise<void> | null,
-    /** A part of a window over several cards: the close of all its parts, told instead. */
-    private readonly parts: PartsClosing | null = null,
-  ) {
-    if (parts !== null) {
-      this.promise = parts.promise;
-      this.resolve = NOOP;
-      this.reject = NOOP;
-      return;
-    }
-    this.promise = new Promise<void>(captureResolvers);
-    this.resolve = resolved;
-    this.reject = rejected;
-    resolved = NOOP;
-    rejected = NOOP;
-  }
+    /** close()'s promise, told once this card window is measured. */
+    private readonly countdown: CloseCountdown,
+  ) {}
 
   accounted(thrown: { error: unknown } | null): void {
     if (this.arrivedOnce) return;
@@ -94,11 +77,10 @@ export class CloseWait implements Accounted {
   private finish(thrown: { error: unknown } | null): void {
     try {
       this.window.measured(this.event, this.concurrency, thrown);
-      if (this.parts !== null) this.parts.done(null);
-      else this.resolve();
     } catch (error) {
-      if (this.parts !== null) this.parts.done({ error });
-      else this.reject(error);
+      this.countdown.done({ error });
+      return;
     }
+    this.countdown.done(null);
   }
 }

@@ -14,7 +14,7 @@ import type { BackendName } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
 import { abandoned, Leftovers } from "./abandoned.js";
 import { CardSet } from "./card-set.js";
-import { CloseWait, type PartsClosing } from "./close.js";
+import { CloseCountdown, CloseWait } from "./close.js";
 import { type EdgeTimes, WindowEvents } from "./events.js";
 import { hasStage, measureClosed, type Outcome, type StageMark, withMark } from "./measure.js";
 import { WindowMessages } from "./messages.js";
@@ -360,8 +360,9 @@ export class Meter {
    * Not an async function: a crowd of closing windows would each keep a suspended frame of it
    * alive, where the waiter keeps a few words.
    */
-  private finishNow(parts: PartsClosing | null = null): Promise<void> {
+  private finishNow(ofParts: CloseCountdown | null = null): Promise<void> {
     if (this.set !== null) return this.finishSet(this.set);
+    const countdown = ofParts ?? new CloseCountdown(1);
     this.forgetLeftovers();
     const ledger = this.ledger as CardLedger;
     const entries = this.entries as LedgerWindow;
@@ -373,13 +374,13 @@ export class Meter {
     const contention = this.witness?.check(openEvent.edge.tNs, closeEvent.edge.tNs) ?? null;
     // One promise per closing window, resolved from the ledger's call of one waiter, not a chain
     // of promises and closures kept alive by a crowd of closing windows.
-    const wait = new CloseWait(this, closeEvent, concurrency, contention, parts);
+    const wait = new CloseWait(this, closeEvent, concurrency, contention, countdown);
     try {
       ledger.settleThen(wait);
     } catch (error) {
       wait.accounted({ error });
     }
-    return wait.promise;
+    return countdown.promise;
   }
 
   /** close() of a window over several cards: every part closed, then its messages. */
@@ -391,14 +392,14 @@ export class Meter {
     if (energyChannel.hasSubscribers) this.messages.owe(this);
   }
 
-  /** @internal close() of one card's part, open (its CardSet's): `parts` is told once it is measured. */
-  closePart(parts: PartsClosing): void {
+  /** @internal close() of one card's part, open (its CardSet's): `countdown` is told once it is measured. */
+  closePart(countdown: CloseCountdown): void {
     this.state = "closing";
-    this.closing = parts.promise;
+    this.closing = countdown.promise;
     try {
-      this.finishNow(parts);
+      this.finishNow(countdown);
     } catch (error) {
-      parts.done({ error });
+      countdown.done({ error });
     }
   }
 
