@@ -77,7 +77,7 @@ export class CounterFusion {
   private anchorBase = 0;
   /** How stale a read can be where no lattice is found, and whether the newest value stalled. */
   private readonly staleness = new CounterStaleness();
-  private stalled: string | null = null;
+  private standing = false;
   /** Whether the counter is at most δ behind each read (./fresh.ts). */
   private readonly fresh: FreshCounter;
   /** The current run of the counter's changes, and the anchor number of its first change. */
@@ -161,10 +161,25 @@ export class CounterFusion {
       if (s.energyMj !== this.lastEnergy) {
         // A new value: its update came after the previous read (of this run of the counter).
         const first = Number.isNaN(this.lastEnergy);
-        if (!first) this.staleness.step(this.aLo[this.aLo.length - 1] as number, s.t + s.readNs / 2);
-        let why = first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, s, k, pt);
-        if (this.stalled !== null && !first) why = `${this.stalled}, then went on`;
-        this.stalled = null;
+        const prev = this.aValue.length - 1;
+        const lo = this.lastT - this.lastRead / 2;
+        const hi = s.t + s.readNs / 2;
+        // Where the value before stood still for longer than the counter had gone between
+        // updates, that bound is in doubt: the step is judged on its reads alone, and where they
+        // cannot place it, the stand itself is the evidence of a stall.
+        const stood = this.standing && !first;
+        let why =
+          first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, s, k, pt, !stood);
+        if (stood) {
+          const aHi = this.aHi[prev] as number;
+          const aSeen = this.aSeen[prev] as number;
+          if (!this.staleness.placed(this.aLo[prev] as number, aHi, lo, hi) && why === null)
+            why = `${this.staleness.describe(aHi, aSeen)}, then went on`;
+          this.staleness.widen(aSeen - aHi);
+        }
+        this.standing = false;
+        if (!first && why === null)
+          this.staleness.step(this.aLo[prev] as number, this.aHi[prev] as number, lo, hi);
         if (why !== null) {
           // Not the card's energy: a fault from this read on, and a new run of the counter's
           // values (its cadence goes on: when it updates has not changed).
@@ -197,12 +212,10 @@ export class CounterFusion {
         this.anchorAt[k % ring.capacity] = this.anchorBase + i;
         this.fresh.read(false);
         this.aSeen[i] = s.t - s.readNs / 2;
-        if (this.stalled === null) {
-          // Standing still for longer than the counter goes between updates: a fault from here,
-          // and again where it goes on (the step across the stall is not the card's energy).
-          this.stalled = this.staleness.stalled(this.aHi[i] as number, this.aSeen[i] as number);
-          if (this.stalled !== null) this.copy.addFault(k, this.stalled);
-        }
+        // Standing still for longer than the counter has gone between updates: judged where it
+        // goes on (a stall, or a new cadence).
+        if (!this.standing)
+          this.standing = this.staleness.standsLong(this.aHi[i] as number, this.aSeen[i] as number);
       }
       this.lastT = s.t;
       this.lastRead = s.readNs;
@@ -214,13 +227,22 @@ export class CounterFusion {
    * SensorJudge.judge of the change `dvMj` first read now (in `s`), up to the power's newest
    * reading (`powerNs`).
    */
-  private judgeStep(dvMj: number, s: Sample, k: number, powerNs: number): string | null {
+  private judgeStep(
+    dvMj: number,
+    s: Sample,
+    k: number,
+    powerNs: number,
+    cadenceHolds: boolean,
+  ): string | null {
     const prev = this.aValue.length - 1;
     if (prev < 0) return null;
     // A run's first update has no start (a.lo is -Infinity): its step can still be too small.
-    const a = this.judged(this.anchorBase + prev, this.stepA);
+    const a = cadenceHolds
+      ? this.judged(this.anchorBase + prev, this.stepA)
+      : this.locked(this.anchorBase + prev, this.stepA);
     const b = this.stepB;
-    b.lo = Math.max(this.lastT - this.lastRead / 2, s.t - s.readNs / 2 - this.staleness.bound());
+    const stale = cadenceHolds ? this.staleness.bound() : Number.POSITIVE_INFINITY;
+    b.lo = Math.max(this.lastT - this.lastRead / 2, s.t - s.readNs / 2 - stale);
     b.hi = powerNs;
     // Reads further apart than the dither allows came late (a starved sampler thread).
     const late = this.copy.maxGap(this.aK[prev] as number, k) > LATE_READ_GAP * this.ring.periodNs();

@@ -1,54 +1,74 @@
 /**
- * How stale a read of the energy counter can be when it updates about as often as it is read, or
- * less often (where ./cadence.ts finds no lattice: long sampler periods). A counter that updates
- * every S ns shows at each read its value as of at most S before. S is bounded from the changes
- * themselves: two updates at least S apart lie between the read before one change and the read
- * that shows the next, so S is less than that span, and the least such span over a run bounds it.
- * A value then read standing still for longer than S can be has stalled: the counter stopped
- * counting while the card went on drawing.
- *
- * S is the card's, not the run's: a reset of the counter's value keeps it. A new sampler reads
- * quickly for its first ticks (native/sampler.h kLearningPeriodMs) so that S is bounded at once.
+ * How stale a read of the energy counter can be: a counter that updates at least every S ns shows
+ * at each read its value as of at most S before. S is bounded from the steps themselves, and only
+ * from steps whose reads place both updates well (each read interval at most a quarter of the
+ * time between them: a new sampler reads every 2 ms for its first 250 ms, native/sampler.h, so at any
+ * period S is bounded at once): such a step's updates lie at most its outer span apart, and S is
+ * 1.1 × the longest such span over the last 64 of them. Real counters wander off any grid and
+ * change cadence, so S is a checked assumption, never a fact: a value read standing still for
+ * longer than S says S was wrong or the counter stalled, and which of the two is judged from what
+ * was read where the counter goes on (./fusion.ts). Either way S then covers what was seen, so
+ * nothing learned here keeps a card from being measured.
  *
  * Times are ns relative to the ring's epoch.
  */
 
-/** Steps seen before the bound on S is used (each alone bounds it; two guard against a slip). */
+/** Well-placed steps seen before S is used. */
 const MIN_STEPS = 2;
-/** The bound used is this much over the least span (a counter's updates may wander a little). */
+/** The bound used is this much over the longest span (a little wander beyond what was seen). */
 const MARGIN = 1.1;
+/** Steps remembered: S follows a cadence that gets faster within this many steps. */
+const KEEP = 64;
 
 export class CounterStaleness {
-  private least = Number.POSITIVE_INFINITY;
+  private readonly spans = new Float64Array(KEEP);
   private steps = 0;
+  /** The longest stand that went on without a fault, or was a fault where reads could not judge it. */
+  private stood = 0;
 
   /**
-   * A change first read by `hi`, where the read at `prevLo` still showed the value before the
-   * previous change: the previous update and this one both lie between the two.
+   * A step: the previous update lies in (prevLo, prevHi], this one in (lo, hi]. Counted when each
+   * read interval is at most a quarter of the time between them (the step's inner span): a read
+   * that came late (a starved thread) would only loosen S.
    */
-  step(prevLo: number, hi: number): void {
+  step(prevLo: number, prevHi: number, lo: number, hi: number): void {
     if (!Number.isFinite(prevLo)) return;
-    const span = hi - prevLo;
-    if (span > 0 && span < this.least) this.least = span;
+    if (!this.placed(prevLo, prevHi, lo, hi)) return;
+    this.spans[this.steps % KEEP] = hi - prevLo;
     this.steps += 1;
   }
 
-  /** How far before a read its value can date from (ns); +∞ while the run has not shown it. */
-  bound(): number {
-    return this.steps >= MIN_STEPS ? MARGIN * this.least : Number.POSITIVE_INFINITY;
+  /** Whether the reads place a step's two updates well (see step). */
+  placed(prevLo: number, prevHi: number, lo: number, hi: number): boolean {
+    const inner = lo - prevHi;
+    return inner > 0 && 4 * (prevHi - prevLo) <= inner && 4 * (hi - lo) <= inner;
   }
 
-  /**
-   * Why a value read first by `firstHi` and still at `seenLo` has stalled, or null: it stood
-   * still for longer than the counter ever goes between updates.
-   */
-  stalled(firstHi: number, seenLo: number): string | null {
-    const most = this.bound();
-    const still = seenLo - firstHi;
-    if (!(still > most)) return null;
+  /** How far before a read its value can date from (ns); +∞ while too few steps were placed. */
+  bound(): number {
+    if (this.steps < MIN_STEPS) return Number.POSITIVE_INFINITY;
+    let most = this.stood;
+    const n = Math.min(this.steps, KEEP);
+    for (let i = 0; i < n; i++) most = Math.max(most, this.spans[i] as number);
+    return MARGIN * most;
+  }
+
+  /** Whether a value read first by `firstHi` and still at `seenLo` stood still for longer than S. */
+  standsLong(firstHi: number, seenLo: number): boolean {
+    return seenLo - firstHi > this.bound();
+  }
+
+  /** A stand of `stillNs` was seen and judged: S covers it from now on. */
+  widen(stillNs: number): void {
+    if (stillNs > this.stood) this.stood = stillNs;
+  }
+
+  /** Why a value stood still from `firstHi` to `seenLo`, where S said it could not. */
+  describe(firstHi: number, seenLo: number): string {
     return (
-      `the energy counter stood still for at least ${(still / 1e6).toFixed(0)} ms, where it updates ` +
-      `at least every ${(most / 1e6).toFixed(0)} ms: a stalled counter`
+      `the energy counter stood still for at least ${((seenLo - firstHi) / 1e6).toFixed(0)} ms, where it ` +
+      `had updated at least every ${(this.bound() / 1e6).toFixed(0)} ms, and the reads around it were too ` +
+      "far apart to tell a stall from a change of cadence: a stalled counter"
     );
   }
 }

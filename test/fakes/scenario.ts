@@ -84,6 +84,20 @@ export interface DeviceSpec {
   readonly counterJitterMs?: number;
   /** Counter value at t0, mJ (default 1 000 000). */
   readonly energyOffsetMj?: number | bigint;
+  /**
+   * The sensor family of real cards (synthetic card only: the C double refuses them). Each update
+   * of the counter lands up to ± this (ms) off its nominal instant, pseudo-randomly (default 0).
+   */
+  readonly counterWanderMs?: number;
+  /** Synthetic only: the card's clock runs this many ppm fast (+) or slow (−) against the host's. */
+  readonly counterDriftPpm?: number;
+  /** Synthetic only: from each `[atMs, stepMs]` on, the counter updates every stepMs (a cadence change). */
+  readonly counterCadence?: readonly (readonly [atMs: number, stepMs: number])[];
+  /**
+   * Synthetic only: each instantaneous reading (field 186, held powerUpdateMs) is the mean power
+   * over this share of its hold before its refresh (A100/H100: 0.25); default 0, a point sample.
+   */
+  readonly powerAvgShare?: number;
   /** What nvmlDeviceGetPowerUsage returns (default "average", as on Ampere+ cards). */
   readonly powerMode?: "average" | "instant";
   /** The averaging window (default 1000 ms). */
@@ -157,6 +171,9 @@ interface ResolvedDevice {
   readonly sensorGain: number;
   readonly powerSupported: boolean;
   readonly jumps: readonly { tMs: number; deltaMj: bigint }[];
+  /** The counter's update instants (ms), where the spec asks for more than the C double models. */
+  readonly updates: Float64Array | null;
+  readonly powerAvgShare: number;
 }
 
 const MAX_DEVICES = 16;
@@ -205,7 +222,53 @@ function resolve(d: DeviceSpec): ResolvedDevice {
     sensorGain: d.sensorGain ?? 1,
     powerSupported: d.powerSupported ?? true,
     jumps: (d.counterJumps ?? []).map((j) => ({ tMs: j.tMs, deltaMj: BigInt(j.deltaMj) })),
+    updates: updateSchedule(d, pts),
+    powerAvgShare: d.powerAvgShare ?? 0,
   };
+}
+
+/** The keys only the synthetic card models: a scenario file for the C double refuses them. */
+const SYNTHETIC_ONLY = ["counterWanderMs", "counterDriftPpm", "counterCadence", "powerAvgShare"] as const;
+
+/**
+ * Every update instant of a counter that wanders, drifts or changes cadence (ms from t0), up to
+ * 30 s past the trace's last point; null for the C double's own grid (counterStepMs, jitter).
+ */
+function updateSchedule(d: DeviceSpec, pts: readonly PowerPoint[]): Float64Array | null {
+  if (d.counterWanderMs === undefined && d.counterDriftPpm === undefined && d.counterCadence === undefined)
+    return null;
+  const cadence = [[0, d.counterStepMs ?? 10] as const, ...(d.counterCadence ?? [])];
+  const wander = d.counterWanderMs ?? 0;
+  const scale = 1 + (d.counterDriftPpm ?? 0) * 1e-6;
+  const end = Math.max(60_000, (pts[pts.length - 1] as PowerPoint)[0] + 30_000);
+  const out: number[] = [];
+  let nominal = 0;
+  let prev = Number.NEGATIVE_INFINITY;
+  let c = 0;
+  for (let j = 0; nominal * scale < end; j++) {
+    while (c + 1 < cadence.length && ((cadence[c + 1] as readonly number[])[0] as number) <= nominal * scale)
+      c++;
+    const step = (cadence[c] as readonly number[])[1] as number;
+    if (!(step > 0)) throw new Error("scenario: counter steps must be > 0 ms");
+    if (!(wander < step / 2)) throw new Error("scenario: counterWanderMs must stay below half a step");
+    const u = j === 0 ? 0 : nominal * scale + wander * (2 * jitter01(BigInt(j)) - 1);
+    prev = Math.max(u, prev + 1e-3);
+    out.push(prev);
+    nominal += step;
+  }
+  return Float64Array.from(out);
+}
+
+/** The last of `updates` at or before `t` (ms), or −∞. */
+function lastUpdate(updates: Float64Array, t: number): number {
+  let lo = 0;
+  let hi = updates.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if ((updates[mid] as number) <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo === 0 ? Number.NEGATIVE_INFINITY : (updates[lo - 1] as number);
 }
 
 /** Renders a spec as the text of a scenario file. */
@@ -221,6 +284,9 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
   if (spec.callsFile !== undefined)
     out.push(`calls_file ${quoteValue("callsFile", spec.callsFile)}${spec.callsTid ? " tid=1" : ""}`);
   const devices = spec.devices ?? [{}];
+  for (const d of devices)
+    for (const k of SYNTHETIC_ONLY)
+      if (d[k] !== undefined) throw new Error(`scenario: ${k} is modelled by the synthetic card only`);
   if (devices.length > MAX_DEVICES) throw new Error(`scenario: at most ${MAX_DEVICES} devices`);
   devices.forEach((d, i) => {
     const keys: string[] = [];
@@ -298,6 +364,7 @@ export function jitter01(j: bigint): number {
 
 /** The counter's last update at or before relNs, in ms (counter_update_ms in the C). */
 function counterUpdateMs(d: ResolvedDevice, relNs: bigint): number {
+  if (d.updates !== null) return lastUpdate(d.updates, Number(relNs) / 1e6);
   const stepNs = BigInt(Math.round(d.counterStepMs * 1e6));
   const jitterNs = Math.round(d.counterJitterMs * 1e6);
   if (stepNs <= 0n || jitterNs <= 0) return floorToMs(relNs, d.counterStepMs);
@@ -388,7 +455,10 @@ export class DeviceTruth {
   instantMw(relNs: number): number | null {
     const d = this.d;
     if (!d.instantField) return null;
-    return toMw(d.sensorGain * powerAt(d, floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs)));
+    const u = floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs);
+    const span = d.powerAvgShare * d.powerUpdateMs;
+    const w = span > 0 ? (energyMjAt(d, u) - energyMjAt(d, u - span)) / span : powerAt(d, u);
+    return toMw(d.sensorGain * w);
   }
 
   /** nvmlDeviceGetPowerUsage at an instant, mW (averaged or instant by power_mode); null without it. */

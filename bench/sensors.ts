@@ -1,0 +1,105 @@
+// The sensor family of real cards (issue 49): each sensor of test/fakes/family.ts meters an
+// inference-like trace, one window per request, scored against the trace's exact energy and
+// against Zeus (the counter read at the two edges). Run through bench/sensors.js:
+//
+//   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json]
+//
+// Per window length: sampled / windows, outside its bar (must be 0), mean |err| % giul / Zeus,
+// mean signed err % giul, median bar %. Everything above idle (60 W).
+import { writeFileSync } from "node:fs";
+import { DEFAULT_PERIOD_MS } from "../src/meter/options.js";
+import { type Scored, scoreWindows } from "../test/fakes/accuracy.js";
+import { inferenceTrace, SENSORS } from "../test/fakes/family.js";
+import { SyntheticCard } from "../test/fakes/synthetic.js";
+
+const arg = (name: string, fallback: string): string => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? (process.argv[i + 1] ?? fallback) : fallback;
+};
+const N = Number(arg("--windows", "400"));
+const SEED = Number(arg("--seed", "1"));
+const PERIOD = Number(arg("--period", String(DEFAULT_PERIOD_MS)));
+const only = arg("--only", "");
+const jsonOut = arg("--json", "");
+const IDLE_W = 60;
+const LENGTHS = [100, 250, 1000, 3000, 20, 5000];
+const SHOWN = [100, 250, 1000, 3000, 5000];
+
+const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : "—");
+const mean = (xs: number[]) => (xs.length === 0 ? Number.NaN : xs.reduce((a, x) => a + x, 0) / xs.length);
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : (s[Math.floor(s.length / 2)] as number);
+};
+
+interface ByLength {
+  windows: number;
+  sampled: number;
+  outside: number;
+  errPct: number;
+  signedPct: number;
+  zeusPct: number;
+  barPct: number;
+}
+
+function byLength(rows: readonly Scored[], lenMs: number): ByLength {
+  const mine = rows.filter((r) => {
+    const ms = (r.plan.close - r.plan.open) / 1e6;
+    return ms >= lenMs * 0.89 && ms <= lenMs * 1.11;
+  });
+  const s = mine.filter((r) => r.sampled);
+  return {
+    windows: mine.length,
+    sampled: s.length,
+    outside: s.filter((r) => Math.abs(r.figureJ - r.truthJ) > r.barJ + 1e-9).length,
+    errPct: mean(s.map((r) => (100 * Math.abs(r.figureJ - r.truthJ)) / r.truthJ)),
+    signedPct: mean(s.map((r) => (100 * (r.figureJ - r.truthJ)) / r.truthJ)),
+    zeusPct: mean(mine.map((r) => (100 * Math.abs((r.zeusJ ?? Number.NaN) - r.truthJ)) / r.truthJ)),
+    barPct: median(s.map((r) => (100 * r.barJ) / r.figureJ)),
+  };
+}
+
+console.log(
+  `## The sensor family (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
+    `inference-like trace, idle ${IDLE_W} W, period ${PERIOD} ms, seed ${SEED})\n`,
+);
+console.log(
+  `| sensor | sampled | outside | ≥250 ms sampled | ${SHOWN.map((l) => `${l} ms: \\|err\\| giul / Zeus, signed, bar`).join(" | ")} |`,
+);
+console.log(`|---|---:|---:|---:|${SHOWN.map(() => "---").join("|")}|`);
+const out: Record<string, unknown> = {};
+for (const sensor of SENSORS) {
+  if (only !== "" && !sensor.name.includes(only)) continue;
+  const { power, plans } = inferenceTrace(N, LENGTHS, { idleW: IDLE_W, seed: SEED });
+  const card = new SyntheticCard(
+    { ...sensor.device, power },
+    { periodMs: PERIOD, dither: "golden", readsAtEdges: true },
+  );
+  const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: sensor.device.counterStepMs ?? 10 });
+  const sampled = rows.filter((r) => r.sampled);
+  const outside = sampled.filter((r) => Math.abs(r.figureJ - r.truthJ) > r.barJ + 1e-9);
+  const long = rows.filter((r) => r.plan.close - r.plan.open >= 0.9 * 250e6);
+  const longSampled = long.filter((r) => r.sampled).length;
+  const cells = SHOWN.map((l) => {
+    const b = byLength(rows, l);
+    return `${b.sampled}/${b.windows}: ${f(b.errPct, 2)} / ${f(b.zeusPct, 2)}, ${f(b.signedPct, 2)}, ${f(b.barPct, 1)}`;
+  });
+  console.log(
+    `| ${sensor.name} | ${sampled.length}/${rows.length} | ${outside.length} | ${f((100 * longSampled) / long.length, 0)} % | ${cells.join(" | ")} |`,
+  );
+  if (process.argv.includes("--why")) {
+    const reasons = new Map<string, number>();
+    for (const r of rows) {
+      if (r.sampled) continue;
+      const why = (r.reason ?? "").replace(/[0-9.]+/g, "#").slice(0, 160);
+      reasons.set(why, (reasons.get(why) ?? 0) + 1);
+    }
+    for (const [why, n] of reasons) console.log(`    ${n}× ${why}`);
+    for (const r of outside.slice(0, 5))
+      console.log(
+        `    outside: ${((r.plan.close - r.plan.open) / 1e6).toFixed(0)} ms ${r.figureJ.toFixed(2)} ± ${r.barJ.toFixed(2)} J for ${r.truthJ.toFixed(2)} J`,
+      );
+  }
+  out[sensor.name] = Object.fromEntries(SHOWN.map((l) => [l, byLength(rows, l)]));
+}
+if (jsonOut !== "") writeFileSync(jsonOut, JSON.stringify(out, null, 2));
