@@ -24,15 +24,35 @@ import { emptySample, FLAG, type Sample, type SampleRing } from "../track/ring.j
 import { CounterCadence } from "./cadence.js";
 import { FreshCounter, freshInstant, type ReadWindow } from "./fresh.js";
 import { type FusionReport, fusionReport } from "./fusion-report.js";
-import { type Basis, COUNTER_ONLY, PowerReadings, SensorJudge, type SensorModel } from "./power-model.js";
+import {
+  type Basis,
+  CONTINUOUS,
+  COUNTER_ONLY,
+  LAG_NS,
+  PowerReadings,
+  SensorJudge,
+  type SensorModel,
+} from "./power-model.js";
 import { SampleCopy } from "./sample-copy.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
+import { PowerShape } from "./shape.js";
 import { CounterStaleness } from "./staleness.js";
 import { anchorAfter, anchorBefore, anchorBound, type Bound, type EnergyBound } from "./uncertainty.js";
 
 /** An edge's bound and the point estimate inside it (mJ). */
 interface EdgeBound extends Bound {
   estimate: number;
+
+}
+
+/** A closed counter step: anchors `left` and `right`, updates in (from, leftHi] and (rightLo, to]. */
+interface ClosedStep {
+  left: number;
+  right: number;
+  from: number;
+  leftHi: number;
+  rightLo: number;
+  to: number;
 }
 
 /** What a ring's power readings are. */
@@ -54,6 +74,8 @@ export type FusedOutcome = boolean | string;
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
+/** The longest a sensor is taken to hold a reading where its refresh is not bounded yet (ns). */
+const MAX_HOLD_NS = 1e9;
 
 export class CounterFusion {
   private readonly ring: SampleRing;
@@ -97,6 +119,9 @@ export class CounterFusion {
   private readonly wScratch: Bound = { lo: 0, hi: 0 };
   private readonly wOther: Bound = { lo: 0, hi: 0 };
   private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
+  private readonly missedScratch: Bound = { lo: 0, hi: 0 };
+  /** The closed step around the edge being bounded (stepAround). */
+  private readonly step: ClosedStep = { left: -1, right: -1, from: 0, leftHi: 0, rightLo: 0, to: 0 };
   private readonly windowA = { lo: 0, hi: 0, readNs: 0 };
   private readonly windowB = { lo: 0, hi: 0, readNs: 0 };
   private readonly stepA: Bound = { lo: 0, hi: 0 };
@@ -104,6 +129,10 @@ export class CounterFusion {
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
   private basisNow: Basis = COUNTER_ONLY;
   private readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
+  /** Where inside a step the energy went, by the readings (./shape.ts): the estimate's, not the bar's. */
+  private readonly shape = new PowerShape();
+  /** shapeEstimate found the readings short of the step's end (the edge waits for them). */
+  private shapeWaits = false;
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
 
@@ -147,7 +176,8 @@ export class CounterFusion {
       }
       this.copy.write(k, s);
       const pt = Number.isFinite(s.powerT) ? s.powerT : s.t;
-      this.power.push(pt, s.powerReadNs, this.usePower ? s.powerMw : Number.NaN);
+      this.power.push(pt, s.powerReadNs, s.powerMw);
+      this.shape.push(pt, s.powerMw);
       if ((s.flags & (FLAG.COUNTER_BACKWARDS | FLAG.COUNTER_JUMP | FLAG.READ_FAILED)) !== 0) {
         this.segment += 1;
         this.lastEnergy = Number.NaN;
@@ -205,7 +235,10 @@ export class CounterFusion {
         if (!first)
           this.cadence.push(this.aLo[n - this.anchorBase] as number, this.aHi[n - this.anchorBase] as number);
         this.anchorAt[k % ring.capacity] = n;
-        if (!first) this.checkStep(n - 2);
+        if (!first) {
+          this.checkStep(n - 2);
+          this.checkShape(n - 2);
+        }
         this.trimAnchors();
       } else {
         const i = this.aValue.length - 1;
@@ -264,6 +297,22 @@ export class CounterFusion {
     return this.judge.basis() ?? COUNTER_ONLY;
   }
 
+  /**
+   * Whether the readings may bound energy inside the closed step (from, to) under `basis`: a
+   * sensor the counter has confirmed continuous (each reading the power at its read); any other
+   * reading only where the power read the same from a refresh before the step to one after it.
+   * A held or part-time sensor never saw most of the time it holds (A100/H100: 75 %), and shows
+   * what it saw late: where its readings change, a burst can sit anywhere in the hold, and the
+   * step's total does not check where. Such readings shape the estimate (shapeEstimate), not the bar.
+   */
+  private readingsBound(basis: Basis, from: number, to: number): boolean {
+    if (basis === COUNTER_ONLY) return false;
+    if (basis === CONTINUOUS && this.judge.continuousConfirmed()) return true;
+    const hold = Number.isFinite(this.power.refreshUpperNs) ? this.power.refreshUpperNs : MAX_HOLD_NS;
+    const reach = Math.min(hold, MAX_HOLD_NS) + (basis === CONTINUOUS ? 0 : LAG_NS);
+    return this.power.flat(from - reach, to + reach);
+  }
+
   /** For diagnosis (the GPU check): what the samples have shown of the counter and the sensor. */
   report(): FusionReport {
     this.update();
@@ -288,7 +337,20 @@ export class CounterFusion {
     this.update();
     const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
     if (n < 0 || n < this.anchorBase) return "no energy counter reading before the edge";
+    // Every edge is bounded inside a step the counter has closed: the readings only where the
+    // step's total checks them (a burst they missed, before or after the edge, shows as a step
+    // that disagrees with them, not as a tight bar around the wrong figure), and the counter alone
+    // needs the update after the edge anyway.
+    const step = this.stepAround(t, n);
+    if (step === null) {
+      const last = this.anchorBase + this.aValue.length - 1;
+      if (n < last && this.seg(n + 1) !== this.seg(n)) {
+        return "the energy counter's next change after the edge was a fault: its energy there cannot be bounded";
+      }
+      return false;
+    }
     let basis = this.basis();
+    if (basis !== COUNTER_ONLY && !this.readingsBound(basis, step.from, step.to)) basis = COUNTER_ONLY;
     const r = this.edgeBound;
     this.bound(t, n, basis, r);
     if (r.lo > r.hi && basis !== COUNTER_ONLY) {
@@ -308,7 +370,12 @@ export class CounterFusion {
     // The estimate inside the bound (its middle without power to go by), and the bound's reach
     // from it either way.
     out.basis = basis;
-    if (basis === COUNTER_ONLY || !Number.isFinite(r.estimate)) {
+    if (basis === COUNTER_ONLY) {
+      r.estimate = this.shapeEstimate(t);
+      // The readings have not yet shown what was drawn up to the step's end: wait for them.
+      if (Number.isNaN(r.estimate) && this.shapeWaits) return false;
+    }
+    if (!Number.isFinite(r.estimate)) {
       out.value = (r.lo + r.hi) / 2;
       out.errMj = (r.hi - r.lo) / 2;
       return true;
@@ -346,6 +413,14 @@ export class CounterFusion {
     const one = this.anchorScratch;
     const e = this.bounds;
     this.basisNow = basis;
+    // What the readings leave unexplained of the closed step around t (mJ): energy they missed
+    // (a burst between reads) or counted that was not drawn, which may lie on either side of t.
+    const missed = this.missedScratch;
+    if (gain !== null) this.unexplained(basis, gLo, gHi, missed);
+    else {
+      missed.lo = 0;
+      missed.hi = 0;
+    }
     for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
       if (j < this.anchorBase || this.seg(j) !== seg) continue;
       // The anchors that can matter: n and the first after it, and their neighbours when their
@@ -379,6 +454,18 @@ export class CounterFusion {
       } else {
         anchorBound(v, w, t, this.energyOf, gLo, gHi, one);
       }
+      // Before t, missed energy puts E(t) higher, over-counted lower; after t, the reverse.
+      const wide = Math.max(missed.lo, missed.hi);
+      if (w.hi <= t) {
+        one.lo -= missed.lo;
+        one.hi += missed.hi;
+      } else if (w.lo >= t) {
+        one.lo -= missed.hi;
+        one.hi += missed.lo;
+      } else {
+        one.lo -= wide;
+        one.hi += wide;
+      }
       if (one.lo > lo) lo = one.lo;
       if (one.hi < hi) hi = one.hi;
     }
@@ -395,19 +482,150 @@ export class CounterFusion {
     r.lo = lo;
     r.hi = hi;
     r.estimate = estimate;
+
   }
 
   /**
-   * Bounds on the energy between two instants from the power readings alone (mJ), under the
-   * model in force; null without one. For short spans, this beats the difference of two edges.
+   * The counter's step around `t` shared out by the power readings (mJ), NaN without a step after
+   * `t` or readings over it: the step's energy placed where the readings say it was drawn, each
+   * reading taken as the power at its read. No bound rests on it (a held or averaged sensor may
+   * have missed the shape); it keeps a window that starts or ends a burst from being charged the
+   * middle of the step, which is biased against every such window.
    */
-  between(x: number, y: number): { lo: number; hi: number } | null {
+  private shapeEstimate(t: number): number {
+    const step = this.step;
+    this.shapeWaits = false;
+    if (step.left < 0) return Number.NaN;
+    const uL = (step.from + step.leftHi) / 2;
+    const uR = (step.rightLo + step.to) / 2;
+    if (!this.shape.covers(uR)) {
+      this.shapeWaits = true;
+      return Number.NaN;
+    }
+    const left = step.left;
+    const right = step.right;
+    const vL = this.aValue[left - this.anchorBase] as number;
+    const dv = (this.aValue[right - this.anchorBase] as number) - vL;
+    // Power is mostly steps (idle, prefill, decode): where the step's energy lies between the
+    // levels read at its two ends, it is taken as one change between them, at the instant that
+    // gives the counter's energy; else shared out as the readings' shape over the step.
+    const g = this.shape.gain();
+    const p1 = g * this.shape.levelAt(uL);
+    const p2 = g * this.shape.levelAt(uR - 1);
+    const span = uR - uL;
+    if (Math.abs(p1 - p2) > 0.05 * Math.max(p1, p2)) {
+      const tau = (dv * 1e9 - p2 * uR + p1 * uL) / (p1 - p2);
+      if (tau > uL && tau < uR) return vL + (p1 * (Math.min(t, tau) - uL) + p2 * Math.max(0, t - tau)) / 1e9;
+    }
+    const before = this.shape.energy(uL, t);
+    const after = this.shape.energy(t, uR);
+    if (!(before + after > 0) || !Number.isFinite(before + after)) return vL + (dv * (t - uL)) / span;
+    return vL + (dv * before) / (before + after);
+  }
+
+  /**
+   * The energy the readings leave unexplained over the closed step around t (from the last update
+   * wholly before it to the first wholly after), into `out`: `hi` the most they can have missed,
+   * `lo` the most they can have counted that was not drawn (mJ, ≥ 0); 0 where no step is closed.
+   */
+  private unexplained(basis: Basis, gLo: number, gHi: number, out: Bound): void {
+    out.lo = 0;
+    out.hi = 0;
+    const step = this.step;
+    if (basis === COUNTER_ONLY || step.left < 0) return;
+    this.missedOver(step.left, step.right, basis, gLo, gHi, out);
+  }
+
+  /**
+   * What the readings leave unexplained of each step from anchor `a` to anchor `b`, summed into
+   * `out` (see unexplained): each step's missed energy may lie anywhere inside it.
+   */
+  private missedOver(a: number, b: number, basis: Basis, gLo: number, gHi: number, out: Bound): void {
+    const e = this.bounds;
+    const wa = this.stepA;
+    const wb = this.stepB;
+    out.lo = 0;
+    out.hi = 0;
+    this.locked(a, wa);
+    for (let j = a; j < b; j++) {
+      this.locked(j + 1, wb);
+      const dv = this.valueOf(j + 1) - this.valueOf(j);
+      this.sensorEnergy(wa.hi, wb.lo, basis as SensorModel);
+      const innerLo = e.lo;
+      this.sensorEnergy(wa.lo, wb.hi, basis as SensorModel);
+      out.hi += Math.max(0, dv - gLo * innerLo);
+      out.lo += Math.max(0, gHi * e.hi - dv);
+      wa.lo = wb.lo;
+      wa.hi = wb.hi;
+    }
+  }
+
+  /**
+   * The closed counter step around `t` (anchor n the last at or before its read): the last
+   * update wholly before t and the first wholly after it in n's run, into this.step; null while
+   * no update after t has been read.
+   */
+  private stepAround(t: number, n: number): ClosedStep | null {
+    const seg = this.seg(n);
+    const last = this.anchorBase + this.aValue.length - 1;
+    const w = this.wOther;
+    const step = this.step;
+    step.left = -1;
+    for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
+      if (j < this.anchorBase || this.seg(j) !== seg) continue;
+      this.locked(j, w);
+      if (w.hi <= t && Number.isFinite(w.lo)) {
+        step.left = j;
+        step.from = w.lo;
+        step.leftHi = w.hi;
+      } else if (w.lo >= t) {
+        if (step.left < 0) return null;
+        step.right = j;
+        step.rightLo = w.lo;
+        step.to = w.hi;
+        return step;
+      }
+    }
+    step.left = -1;
+    return null;
+  }
+
+  private valueOf(n: number): number {
+    return this.aValue[n - this.anchorBase] as number;
+  }
+
+  /**
+   * Bounds on the energy between two instants from the power readings alone (mJ), where the
+   * counter has closed the steps over them and their readings may bound (readingsBound), widened
+   * by what the readings leave unexplained of each of those steps; null otherwise. `kA` is the last sample at or before `x`. For spans
+   * shorter than a step, this beats the difference of two edges.
+   */
+  between(x: number, y: number, kA: number): { lo: number; hi: number } | null {
     this.update();
+    const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
+    if (n < 0 || n < this.anchorBase) return null;
+    const step = this.stepAround(x, n);
+    if (step === null) return null;
+    const first = step.left;
+    const from = step.from;
+    // The first update wholly after y, in the same run of the counter.
+    const last = this.anchorBase + this.aValue.length - 1;
+    const w = this.wOther;
+    let end = -1;
+    for (let j = step.right; j <= last && this.seg(j) === this.seg(first); j++) {
+      if (this.locked(j, w).lo >= y) {
+        end = j;
+        break;
+      }
+    }
+    if (end < 0) return null;
     const basis = this.basis();
-    if (basis === COUNTER_ONLY) return null;
-    const e = this.judge.evidence(basis);
-    this.sensorEnergy(x, y, basis);
-    return { lo: e.gainLo * this.bounds.lo, hi: e.gainHi * this.bounds.hi };
+    if (!this.readingsBound(basis, from, w.hi)) return null;
+    const e = this.judge.evidence(basis as SensorModel);
+    const missed = this.missedScratch;
+    this.missedOver(first, end, basis, e.gainLo, e.gainHi, missed);
+    this.sensorEnergy(x, y, basis as SensorModel);
+    return { lo: e.gainLo * this.bounds.lo - missed.lo, hi: e.gainHi * this.bounds.hi + missed.hi };
   }
 
   /** One end of the sensor's energy over (x, y) under `basis` (COUNTER_ONLY: 0 to +∞). */
@@ -494,6 +712,17 @@ export class CounterFusion {
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
       this.fresh.check(dv, this.readWindow(n, this.windowA), this.readWindow(n + 1, this.windowB));
     }
+  }
+
+  /** Scores the shape's lags on the step from anchor n to n + 1 (./shape.ts). */
+  private checkShape(n: number): void {
+    if (n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
+    const a = this.locked(n, this.stepA);
+    if (!Number.isFinite(a.lo)) return;
+    const b = this.locked(n + 1, this.stepB);
+    const dv =
+      (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
+    this.shape.check(dv, (a.lo + a.hi) / 2, (b.lo + b.hi) / 2);
   }
 
   private trimAnchors(): void {

@@ -154,6 +154,22 @@ export class PowerReadings {
     return a;
   }
 
+  /**
+   * Whether every reading held from the last at or before `from` to the first after `to` is the
+   * same value (no failed read): nothing in between can have been shaped by a sensor's lag.
+   */
+  flat(from: number, to: number): boolean {
+    let k = this.indexAtOrBefore(from);
+    if (k < 0) return false;
+    const v = this.mwOf(k);
+    if (!Number.isFinite(v)) return false;
+    for (k += 1; k < this.head; k++) {
+      if (this.mwOf(k) !== v) return false;
+      if (this.atOf(k) > to) return true;
+    }
+    return false;
+  }
+
   /** Whether reading k is still held. */
   held(k: number): boolean {
     return k >= 0 && k < this.head && k >= this.head - this.capacity;
@@ -383,6 +399,15 @@ export class SensorJudge {
 
   evidence(model: SensorModel): GainEvidence {
     return this.byModel[model] as GainEvidence;
+  }
+
+  /**
+   * Whether the counter has confirmed a continuous sensor where a held one would have been looser
+   * (CONFIRM steps), not merely failed to tell them apart (steady power reads the same either way).
+   */
+  continuousConfirmed(): boolean {
+    const continuous = this.byModel[CONTINUOUS] as GainEvidence;
+    return continuous.consistent() && continuous.informativeCount >= CONFIRM && this.basis() === CONTINUOUS;
   }
 
   /** The sensor model the counter supports now; null before any step, or when none holds. */

@@ -1,0 +1,136 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type Scored, scoreWindows, squareWave, type WindowPlan, windowPlans } from "./fakes/accuracy.js";
+import { inferenceTrace } from "./fakes/family.js";
+import type { DeviceSpec, PowerPoint } from "./fakes/scenario.js";
+import { SyntheticCard } from "./fakes/synthetic.js";
+
+// The sensor family of real cards (issue 49), generated: counters updating every 10–100 ms whose
+// updates wander up to ±20 % of the step and drift up to ±200 ppm, some changing cadence at run
+// time; instant power fresh, held 10–100 ms as a point sample or an average over 25–100 % of its
+// hold (A100/H100: 25 of 100 ms), or averaged power only (1 s); a gain of ±5 % shared by the
+// counter and the sensor. Traces: inference-like requests (one window each), square waves at and
+// near the sensor's refresh, bursts shorter than a refresh; windows from a sampler's first reads
+// (a restarted process) on, sequential and overlapping. Every `sampled` figure must lie within its
+// bar of the trace's exact energy, and windows of 250 ms or more must be sampled (95 %).
+// GIUL_PROPERTY_RUNS sets the number of cases (60 by default: about 2,400 windows); 250 runs are
+// about 10,000 windows.
+
+const IDLE_W = 60;
+
+const sensorArb: fc.Arbitrary<DeviceSpec> = fc
+  .record({
+    stepMs: fc.integer({ min: 10, max: 100 }),
+    wander: fc.double({ min: 0, max: 0.2, noNaN: true }),
+    driftPpm: fc.integer({ min: -200, max: 200 }),
+    change: fc.option(fc.tuple(fc.integer({ min: 1000, max: 20_000 }), fc.integer({ min: 10, max: 100 }))),
+    power: fc.oneof(
+      fc.constant({ kind: "fresh" as const }),
+      fc.record({
+        kind: fc.constant("held" as const),
+        holdMs: fc.integer({ min: 10, max: 100 }),
+        share: fc.oneof(fc.constant(0), fc.double({ min: 0.25, max: 1, noNaN: true })),
+      }),
+      fc.constant({ kind: "averaged" as const }),
+    ),
+  })
+  .map(({ stepMs, wander, driftPpm, change, power }) => ({
+    counterStepMs: stepMs,
+    counterWanderMs: Math.min(wander * stepMs, 0.49 * stepMs),
+    counterDriftPpm: driftPpm,
+    ...(change !== null ? { counterCadence: [[change[0], change[1]] as const] } : {}),
+    ...(power.kind === "fresh" ? { powerMode: "instant" as const } : {}),
+    ...(power.kind === "held" ? { powerUpdateMs: power.holdMs, powerAvgShare: power.share } : {}),
+    ...(power.kind === "averaged" ? { instantField: false } : {}),
+  }));
+
+/** A trace and its windows: requests, or a square wave or short bursts with random windows. */
+const traceArb = (sensor: DeviceSpec): fc.Arbitrary<{ power: PowerPoint[]; plans: WindowPlan[] }> => {
+  const hold = sensor.powerUpdateMs ?? 20;
+  return fc.oneof(
+    fc
+      .record({ seed: fc.integer({ min: 1, max: 1e6 }), startMs: fc.integer({ min: 300, max: 6000 }) })
+      .map(({ seed, startMs }) =>
+        inferenceTrace(40, [20, 100, 250, 600, 1000, 3000, 5000], { idleW: IDLE_W, seed, startMs }),
+      ),
+    fc
+      .record({
+        halfMs: fc.integer({ min: Math.max(10, Math.round(hold * 0.8)), max: Math.round(hold * 1.25) + 10 }),
+        lo: fc.integer({ min: 80, max: 300 }),
+        hi: fc.integer({ min: 320, max: 690 }),
+        seed: fc.integer({ min: 1, max: 1e6 }),
+        overlap: fc.boolean(),
+      })
+      .map(({ halfMs, lo, hi, seed, overlap }) => ({
+        power: squareWave(lo, hi, halfMs, 40),
+        plans: windowPlans(40, {
+          minMs: 20,
+          maxMs: 2000,
+          gapMs: overlap ? [-1500, 50] : [5, 150],
+          startMs: 300,
+          seed,
+        }),
+      })),
+    fc
+      .record({
+        burstMs: fc.integer({ min: 2, max: Math.max(3, hold - 1) }),
+        seed: fc.integer({ min: 1, max: 1e6 }),
+      })
+      .map(({ burstMs, seed }) => {
+        // 690 W bursts shorter than a refresh on 120 W, every 37–90 ms.
+        const pts: PowerPoint[] = [[0, 120]];
+        let t = 50;
+        for (let i = 0; t < 40_000; i++) {
+          pts.push([t, 120], [t, 690], [t + burstMs, 690], [t + burstMs, 120]);
+          t += 37 + ((i * 7919 + seed) % 53);
+        }
+        return { power: pts, plans: windowPlans(40, { minMs: 20, maxMs: 2000, startMs: 300, seed }) };
+      }),
+  );
+};
+
+const caseArb = sensorArb.chain((sensor) =>
+  fc.record({
+    sensor: fc.constant(sensor),
+    trace: traceArb(sensor),
+    gain: fc.double({ min: 0.95, max: 1.05, noNaN: true }),
+  }),
+);
+
+/** Scales a trace's power: a gain shared by the counter and the sensor (the counter is the truth). */
+const scaled = (pts: readonly PowerPoint[], g: number): PowerPoint[] => pts.map(([t, w]) => [t, w * g]);
+
+describe("the sensor family of real cards, generated (fast-check)", () => {
+  it("no sampled figure outside its bar; windows of 250 ms or more sampled", async () => {
+    const all: Scored[] = [];
+    await fc.assert(
+      fc.asyncProperty(caseArb, async ({ sensor, trace, gain }) => {
+        // Plans that overlap (negative gaps) are kept in time order of their opening edges.
+        const plans = trace.plans.filter((p) => p.close > p.open && p.open > 0);
+        const card = new SyntheticCard(
+          { ...sensor, power: scaled(trace.power, gain) },
+          { periodMs: 5, dither: "golden", readsAtEdges: true },
+        );
+        const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: sensor.counterStepMs ?? 10 });
+        for (const r of rows) {
+          if (!r.sampled) continue;
+          const off = Math.abs(r.figureJ - r.truthJ);
+          if (!(off <= r.barJ + 1e-6) || r.figureJ + IDLE_W * ((r.plan.close - r.plan.open) / 1e9) === 0) {
+            throw new Error(
+              `window ${r.plan.open / 1e6}–${r.plan.close / 1e6} ms: ${r.figureJ} ± ${r.barJ} J against ${r.truthJ} J`,
+            );
+          }
+        }
+        all.push(...rows);
+      }),
+      { numRuns: Number(process.env.GIUL_PROPERTY_RUNS ?? 60) },
+    );
+    const long = all.filter((r) => r.plan.close - r.plan.open >= 250e6);
+    const sampled = long.filter((r) => r.sampled).length;
+    console.log(
+      `sensor family: ${all.length} windows, ${sampled} of ${long.length} of 250 ms or more sampled`,
+    );
+    expect(all.length).toBeGreaterThanOrEqual(2000);
+    expect(sampled / long.length).toBeGreaterThanOrEqual(0.95);
+  }, 600_000);
+});
