@@ -42,7 +42,6 @@ import { anchorAfter, anchorBefore, anchorBound, type Bound, type EnergyBound } 
 /** An edge's bound and the point estimate inside it (mJ). */
 interface EdgeBound extends Bound {
   estimate: number;
-
 }
 
 /** A closed counter step: anchors `left` and `right`, updates in (from, leftHi] and (rightLo, to]. */
@@ -387,40 +386,27 @@ export class CounterFusion {
   }
 
   /**
-   * Intersection of what the anchors around anchor n say of E(t), and a point estimate: within
-   * the counter's step around t, the readings' energy from the update before, plus what the step's
-   * total says they missed, placed where the readings are unsure (the counter fixes the total,
-   * power the shape); past the newest update, its value plus the readings' energy since.
+   * What the anchors around anchor n say of E(t), and a point estimate. The counter alone: E(t)
+   * lies between the value of each update before t and of each after it (the intersection). The
+   * readings, where they may bound the closed step around t (its last update wholly before t and
+   * first wholly after, this.step): from the update before, E(t) is its value plus the readings'
+   * energy since; from the update after, its value less the readings' energy until it. Where the
+   * readings missed energy (a burst between reads) or counted some not drawn, the two differ by
+   * it, and which side of t it lay on nothing says: E(t) lies in the hull of the two, not their
+   * intersection (a held sensor's lag splits it across t too, but such readings never bound).
+   * The estimate: the readings' energy from the update before, plus what the step's total says
+   * they missed, placed where the readings are unsure (the counter fixes the total, power the
+   * shape).
    */
   private bound(t: number, n: number, basis: Basis, r: EdgeBound): void {
     const seg = this.seg(n);
     let lo = Number.NEGATIVE_INFINITY;
     let hi = Number.POSITIVE_INFINITY;
-    const gain = basis === COUNTER_ONLY ? null : this.judge.evidence(basis);
-    const gLo = gain === null ? 0 : gain.gainLo;
-    const gHi = gain === null ? Number.POSITIVE_INFINITY : gain.gainHi;
-    // The nearest anchor wholly before t and wholly after it, for the estimate: value, the
-    // sensor's energy between it and t (its middle), and how unsure that is.
-    let leftV = Number.NaN;
-    let leftE = 0;
-    let leftW = 0;
-    let rightV = Number.NaN;
-    let rightE = 0;
-    let rightW = 0;
     const last = this.anchorBase + this.aValue.length - 1;
     const w = this.wScratch;
     const other = this.wOther;
     const one = this.anchorScratch;
-    const e = this.bounds;
-    this.basisNow = basis;
-    // What the readings leave unexplained of the closed step around t (mJ): energy they missed
-    // (a burst between reads) or counted that was not drawn, which may lie on either side of t.
-    const missed = this.missedScratch;
-    if (gain !== null) this.unexplained(basis, gLo, gHi, missed);
-    else {
-      missed.lo = 0;
-      missed.hi = 0;
-    }
+    this.basisNow = COUNTER_ONLY;
     for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
       if (j < this.anchorBase || this.seg(j) !== seg) continue;
       // The anchors that can matter: n and the first after it, and their neighbours when their
@@ -428,61 +414,57 @@ export class CounterFusion {
       if (j === n - 1 && !(this.locked(n, other).hi > t)) continue;
       if (j === n + 2 && !(this.locked(n + 1, other).lo < t)) continue;
       this.locked(j, w);
-      const v = this.aValue[j - this.anchorBase] as number;
-      if (basis !== COUNTER_ONLY && w.hi <= t && Number.isFinite(w.lo)) {
-        // E(t) − V is the energy from the update to t: at least from the window's end, at most
-        // from its start (the window itself is one short piece).
-        this.sensorEnergy(w.hi, t, basis);
-        const aLo = e.lo;
-        const aHi = e.hi;
-        this.windowEnergy(j, w, basis);
-        anchorBefore(v, aLo, aHi + e.hi, gLo, gHi, one);
-        leftV = v;
-        leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
-        leftW = aHi - aLo;
-      } else if (basis !== COUNTER_ONLY && w.lo >= t) {
-        this.sensorEnergy(t, w.lo, basis);
-        const bLo = e.lo;
-        const bHi = e.hi;
-        this.windowEnergy(j, w, basis);
-        anchorAfter(v, bLo, bHi + e.hi, gLo, gHi, one);
-        if (Number.isNaN(rightV)) {
-          rightV = v;
-          rightE = (bLo + bHi) / 2 + (e.lo + e.hi) / 4;
-          rightW = bHi - bLo;
-        }
-      } else {
-        anchorBound(v, w, t, this.energyOf, gLo, gHi, one);
-      }
-      // Before t, missed energy puts E(t) higher, over-counted lower; after t, the reverse.
-      const wide = Math.max(missed.lo, missed.hi);
-      if (w.hi <= t) {
-        one.lo -= missed.lo;
-        one.hi += missed.hi;
-      } else if (w.lo >= t) {
-        one.lo -= missed.hi;
-        one.hi += missed.lo;
-      } else {
-        one.lo -= wide;
-        one.hi += wide;
-      }
+      anchorBound(this.valueOf(j), w, t, this.energyOf, 0, Number.POSITIVE_INFINITY, one);
       if (one.lo > lo) lo = one.lo;
       if (one.hi < hi) hi = one.hi;
     }
-    let estimate = Number.NaN;
-    if (gain !== null && !Number.isNaN(leftV)) {
-      const g = (gain.gainLo + gain.gainHi) / 2;
-      estimate = leftV + 0.5 + g * leftE;
-      if (!Number.isNaN(rightV) && Number.isFinite(leftW + rightW)) {
-        const missed = rightV - leftV - g * (leftE + rightE);
-        if (leftW + rightW > 1e-9) estimate += (missed * leftW) / (leftW + rightW);
-        else if (leftE + rightE > 0) estimate = leftV + 0.5 + ((rightV - leftV) * leftE) / (leftE + rightE);
-      }
+    r.estimate = Number.NaN;
+    const step = this.step;
+    if (basis === COUNTER_ONLY || step.left < 0) {
+      r.lo = lo;
+      r.hi = hi;
+      return;
     }
-    r.lo = lo;
-    r.hi = hi;
+    const gain = this.judge.evidence(basis);
+    const gLo = gain.gainLo;
+    const gHi = gain.gainHi;
+    const e = this.bounds;
+    this.basisNow = basis;
+    // From the update before t: its value plus the readings' energy since (at least from its
+    // window's end, at most from its start).
+    const vL = this.valueOf(step.left);
+    this.locked(step.left, w);
+    this.sensorEnergy(w.hi, t, basis);
+    const aLo = e.lo;
+    const aHi = e.hi;
+    this.windowEnergy(step.left, w, basis);
+    const leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
+    const leftW = aHi - aLo;
+    anchorBefore(vL, aLo, aHi + e.hi, gLo, gHi, one);
+    let hullLo = one.lo;
+    let hullHi = one.hi;
+    // From the update after t: its value less the readings' energy until it.
+    const vR = this.valueOf(step.right);
+    this.locked(step.right, w);
+    this.sensorEnergy(t, w.lo, basis);
+    const bLo = e.lo;
+    const bHi = e.hi;
+    this.windowEnergy(step.right, w, basis);
+    const rightE = (bLo + bHi) / 2 + (e.lo + e.hi) / 4;
+    const rightW = bHi - bLo;
+    anchorAfter(vR, bLo, bHi + e.hi, gLo, gHi, one);
+    if (one.lo < hullLo) hullLo = one.lo;
+    if (one.hi > hullHi) hullHi = one.hi;
+    r.lo = Math.max(lo, hullLo);
+    r.hi = Math.min(hi, hullHi);
+    const g = (gLo + gHi) / 2;
+    let estimate = vL + 0.5 + g * leftE;
+    if (Number.isFinite(leftW + rightW)) {
+      const missed = vR - vL - g * (leftE + rightE);
+      if (leftW + rightW > 1e-9) estimate += (missed * leftW) / (leftW + rightW);
+      else if (leftE + rightE > 0) estimate = vL + 0.5 + ((vR - vL) * leftE) / (leftE + rightE);
+    }
     r.estimate = estimate;
-
   }
 
   /**
@@ -521,19 +503,6 @@ export class CounterFusion {
     const after = this.shape.energy(t, uR);
     if (!(before + after > 0) || !Number.isFinite(before + after)) return vL + (dv * (t - uL)) / span;
     return vL + (dv * before) / (before + after);
-  }
-
-  /**
-   * The energy the readings leave unexplained over the closed step around t (from the last update
-   * wholly before it to the first wholly after), into `out`: `hi` the most they can have missed,
-   * `lo` the most they can have counted that was not drawn (mJ, ≥ 0); 0 where no step is closed.
-   */
-  private unexplained(basis: Basis, gLo: number, gHi: number, out: Bound): void {
-    out.lo = 0;
-    out.hi = 0;
-    const step = this.step;
-    if (basis === COUNTER_ONLY || step.left < 0) return;
-    this.missedOver(step.left, step.right, basis, gLo, gHi, out);
   }
 
   /**
