@@ -215,6 +215,8 @@ describe("bars tight enough to defend a figure (100 ms counter step)", () => {
     );
     bounded("steady 20 ms", s);
     expect(s.sampled).toBe(s.windows);
-    expect(s.medianBarPct).toBeLessThanOrEqual(10);
+    // The readings' energy over the window, plus what they may leave unexplained of the counter's
+    // step around it (a burst or dip between two reads could lie inside the window).
+    expect(s.medianBarPct).toBeLessThanOrEqual(12);
   });
 });

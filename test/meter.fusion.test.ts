@@ -24,10 +24,11 @@ function squareWave(seconds: number): PowerPoint[] {
 
 const sc = scenarioForThisProcess({
   devices: [
-    { power: 262, counterStepMs: 100 }, // 0: steady
-    { power: squareWave(300), counterStepMs: 100 }, // 1: square wave
+    // Instant readings with a real sensor's noise (± 0.5 W, new at every refresh).
+    { power: 262, counterStepMs: 100, powerNoiseW: 0.5 }, // 0: steady
+    { power: squareWave(300), counterStepMs: 100, powerNoiseW: 0.5 }, // 1: square wave
     { power: squareWave(300), counterStepMs: 100, instantField: false, powerMode: "average" }, // 2: averaged only
-    { power: squareWave(300), counterStepMs: 100, powerUpdateMs: 25 }, // 3: a sensor refreshing every 25 ms
+    { power: squareWave(300), counterStepMs: 100, powerUpdateMs: 25, powerNoiseW: 0.5 }, // 3: a sensor refreshing every 25 ms
   ],
 });
 const { Meter } = await import("../src/index.js");

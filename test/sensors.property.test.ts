@@ -36,7 +36,8 @@ const sensorArb: fc.Arbitrary<DeviceSpec> = fc
   })
   .map(({ stepMs, wander, driftPpm, change, power }) => ({
     counterStepMs: stepMs,
-    counterWanderMs: Math.min(wander * stepMs, 0.49 * stepMs),
+    // Below half the shorter of the two cadences (the double keeps updates in order).
+    counterWanderMs: Math.min(wander, 0.49) * Math.min(stepMs, change?.[1] ?? stepMs),
     counterDriftPpm: driftPpm,
     ...(change !== null ? { counterCadence: [[change[0], change[1]] as const] } : {}),
     ...(power.kind === "fresh" ? { powerMode: "instant" as const } : {}),
@@ -44,14 +45,23 @@ const sensorArb: fc.Arbitrary<DeviceSpec> = fc
     ...(power.kind === "averaged" ? { instantField: false } : {}),
   }));
 
-/** A trace and its windows: requests, or a square wave or short bursts with random windows. */
-const traceArb = (sensor: DeviceSpec): fc.Arbitrary<{ power: PowerPoint[]; plans: WindowPlan[] }> => {
+/** A trace and its windows, built on demand (a counterexample prints its recipe, not its points). */
+interface Trace {
+  readonly recipe: string;
+  build(): { power: PowerPoint[]; plans: WindowPlan[] };
+}
+const lazy = (recipe: unknown, build: Trace["build"]): Trace => ({ recipe: JSON.stringify(recipe), build });
+
+/** Requests, or a square wave or short bursts with random windows. */
+const traceArb = (sensor: DeviceSpec): fc.Arbitrary<Trace> => {
   const hold = sensor.powerUpdateMs ?? 20;
   return fc.oneof(
     fc
       .record({ seed: fc.integer({ min: 1, max: 1e6 }), startMs: fc.integer({ min: 300, max: 6000 }) })
-      .map(({ seed, startMs }) =>
-        inferenceTrace(40, [20, 100, 250, 600, 1000, 3000, 5000], { idleW: IDLE_W, seed, startMs }),
+      .map((r) =>
+        lazy({ requests: r }, () =>
+          inferenceTrace(40, [20, 100, 250, 600, 1000, 3000, 5000], { idleW: IDLE_W, ...r }),
+        ),
       ),
     fc
       .record({
@@ -61,31 +71,38 @@ const traceArb = (sensor: DeviceSpec): fc.Arbitrary<{ power: PowerPoint[]; plans
         seed: fc.integer({ min: 1, max: 1e6 }),
         overlap: fc.boolean(),
       })
-      .map(({ halfMs, lo, hi, seed, overlap }) => ({
-        power: squareWave(lo, hi, halfMs, 40),
-        plans: windowPlans(40, {
-          minMs: 20,
-          maxMs: 2000,
-          gapMs: overlap ? [-1500, 50] : [5, 150],
-          startMs: 300,
-          seed,
-        }),
-      })),
+      .map((r) =>
+        lazy({ square: r }, () => ({
+          power: squareWave(r.lo, r.hi, r.halfMs, 40),
+          plans: windowPlans(40, {
+            minMs: 20,
+            maxMs: 2000,
+            gapMs: r.overlap ? [-1500, 50] : [5, 150],
+            startMs: 300,
+            seed: r.seed,
+          }),
+        })),
+      ),
     fc
       .record({
         burstMs: fc.integer({ min: 2, max: Math.max(3, hold - 1) }),
         seed: fc.integer({ min: 1, max: 1e6 }),
       })
-      .map(({ burstMs, seed }) => {
-        // 690 W bursts shorter than a refresh on 120 W, every 37–90 ms.
-        const pts: PowerPoint[] = [[0, 120]];
-        let t = 50;
-        for (let i = 0; t < 40_000; i++) {
-          pts.push([t, 120], [t, 690], [t + burstMs, 690], [t + burstMs, 120]);
-          t += 37 + ((i * 7919 + seed) % 53);
-        }
-        return { power: pts, plans: windowPlans(40, { minMs: 20, maxMs: 2000, startMs: 300, seed }) };
-      }),
+      .map((r) =>
+        lazy({ bursts: r }, () => {
+          // 690 W bursts shorter than a refresh on 120 W, 20–72 ms apart.
+          const pts: PowerPoint[] = [[0, 120]];
+          let t = 50;
+          for (let i = 0; t < 40_000; i++) {
+            pts.push([t, 120], [t, 690], [t + r.burstMs, 690], [t + r.burstMs, 120]);
+            t += r.burstMs + 20 + ((i * 7919 + r.seed) % 53);
+          }
+          return {
+            power: pts,
+            plans: windowPlans(40, { minMs: 20, maxMs: 2000, startMs: 300, seed: r.seed }),
+          };
+        }),
+      ),
   );
 };
 
@@ -104,7 +121,8 @@ describe("the sensor family of real cards, generated (fast-check)", () => {
   it("no sampled figure outside its bar; windows of 250 ms or more sampled", async () => {
     const all: Scored[] = [];
     await fc.assert(
-      fc.asyncProperty(caseArb, async ({ sensor, trace, gain }) => {
+      fc.asyncProperty(caseArb, async ({ sensor, trace: recipe, gain }) => {
+        const trace = recipe.build();
         // Plans that overlap (negative gaps) are kept in time order of their opening edges.
         const plans = trace.plans.filter((p) => p.close > p.open && p.open > 0);
         const card = new SyntheticCard(

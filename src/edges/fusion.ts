@@ -73,6 +73,8 @@ export type FusedOutcome = boolean | string;
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
+/** Changes of a new run of the counter an edge in its first step waits for (at()). */
+const YOUNG_RUN = 8;
 /** The longest a sensor is taken to hold a reading where its refresh is not bounded yet (ns). */
 const MAX_HOLD_NS = 1e9;
 
@@ -297,19 +299,21 @@ export class CounterFusion {
   }
 
   /**
-   * Whether the readings may bound energy inside the closed step (from, to) under `basis`: a
-   * sensor the counter has confirmed continuous (each reading the power at its read); any other
-   * reading only where the power read the same from a refresh before the step to one after it.
-   * A held or part-time sensor never saw most of the time it holds (A100/H100: 75 %), and shows
-   * what it saw late: where its readings change, a burst can sit anywhere in the hold, and the
-   * step's total does not check where. Such readings shape the estimate (shapeEstimate), not the bar.
+   * The reading of the sensor that bounds energy inside the closed step (from, to): the judge's
+   * (SensorJudge.bounding), or, where the power read the same from a refresh before the step to
+   * one after it, the judge's basis whatever it is (nothing in between was shaped by a lag); the
+   * counter alone where neither. Inside the bound, what the readings leave unexplained of the
+   * step (a burst a part-time sensor never saw, A100/H100: 75 % of the time) is taken care of by
+   * bound()'s hull.
    */
-  private readingsBound(basis: Basis, from: number, to: number): boolean {
-    if (basis === COUNTER_ONLY) return false;
-    if (basis === CONTINUOUS && this.judge.continuousConfirmed()) return true;
+  private boundingBasis(from: number, to: number): Basis {
+    const basis = this.basis();
+    if (basis === COUNTER_ONLY) return COUNTER_ONLY;
+    const model = this.judge.bounding(this.ring.periodNs());
+    if (model !== null) return model;
     const hold = Number.isFinite(this.power.refreshUpperNs) ? this.power.refreshUpperNs : MAX_HOLD_NS;
-    const reach = Math.min(hold, MAX_HOLD_NS) + (basis === CONTINUOUS ? 0 : LAG_NS);
-    return this.power.flat(from - reach, to + reach);
+    const reach = Math.min(hold, MAX_HOLD_NS) + LAG_NS;
+    return this.power.flat(from - reach, to + reach) ? basis : COUNTER_ONLY;
   }
 
   /** For diagnosis (the GPU check): what the samples have shown of the counter and the sensor. */
@@ -344,12 +348,15 @@ export class CounterFusion {
     if (step === null) {
       const last = this.anchorBase + this.aValue.length - 1;
       if (n < last && this.seg(n + 1) !== this.seg(n)) {
-        return "the energy counter's next change after the edge was a fault: its energy there cannot be bounded";
+        return `${this.faultAfter(n)}: the energy counter's energy at the edge cannot be bounded`;
       }
       return false;
     }
-    let basis = this.basis();
-    if (basis !== COUNTER_ONLY && !this.readingsBound(basis, step.from, step.to)) basis = COUNTER_ONLY;
+    // The step opens a new run of the counter (a sampler just started): its start is bounded once
+    // the run has shown how often the counter updates, a few steps on.
+    if (!Number.isFinite(step.from) && this.anchorBase + this.aValue.length - this.cadenceFirst < YOUNG_RUN)
+      return false;
+    let basis = this.boundingBasis(step.from, step.to);
     const r = this.edgeBound;
     this.bound(t, n, basis, r);
     if (r.lo > r.hi && basis !== COUNTER_ONLY) {
@@ -361,7 +368,7 @@ export class CounterFusion {
       // The counter's run ended after anchor n (a fault): no later change will bound this edge.
       const last = this.anchorBase + this.aValue.length - 1;
       if (n < last && this.seg(n + 1) !== this.seg(n)) {
-        return "the energy counter's next change after the edge was a fault: its energy there cannot be bounded";
+        return `${this.faultAfter(n)}: the energy counter's energy at the edge cannot be bounded`;
       }
       return false;
     }
@@ -369,7 +376,9 @@ export class CounterFusion {
     // The estimate inside the bound (its middle without power to go by), and the bound's reach
     // from it either way.
     out.basis = basis;
-    if (basis === COUNTER_ONLY) {
+    // A held sensor's readings bound loosely and show power late: the estimate is the shape's,
+    // whose lag the counter chose; a continuous sensor's is bound()'s.
+    if (basis !== CONTINUOUS) {
       r.estimate = this.shapeEstimate(t);
       // The readings have not yet shown what was drawn up to the step's end: wait for them.
       if (Number.isNaN(r.estimate) && this.shapeWaits) return false;
@@ -433,7 +442,8 @@ export class CounterFusion {
     // From the update before t: its value plus the readings' energy since (at least from its
     // window's end, at most from its start).
     const vL = this.valueOf(step.left);
-    this.locked(step.left, w);
+    w.lo = step.from;
+    w.hi = step.leftHi;
     this.sensorEnergy(w.hi, t, basis);
     const aLo = e.lo;
     const aHi = e.hi;
@@ -445,7 +455,8 @@ export class CounterFusion {
     let hullHi = one.hi;
     // From the update after t: its value less the readings' energy until it.
     const vR = this.valueOf(step.right);
-    this.locked(step.right, w);
+    w.lo = step.rightLo;
+    w.hi = step.to;
     this.sensorEnergy(t, w.lo, basis);
     const bLo = e.lo;
     const bHi = e.hi;
@@ -488,14 +499,15 @@ export class CounterFusion {
     const right = step.right;
     const vL = this.aValue[left - this.anchorBase] as number;
     const dv = (this.aValue[right - this.anchorBase] as number) - vL;
-    // Power is mostly steps (idle, prefill, decode): where the step's energy lies between the
-    // levels read at its two ends, it is taken as one change between them, at the instant that
-    // gives the counter's energy; else shared out as the readings' shape over the step.
+    // Power is mostly steps (idle, prefill, decode): where the readings change little inside the
+    // step and its energy lies between the levels read at its two ends, it is taken as one change
+    // between them, at the instant that gives the counter's energy; else shared out as the
+    // readings' shape over the step.
     const g = this.shape.gain();
     const p1 = g * this.shape.levelAt(uL);
     const p2 = g * this.shape.levelAt(uR - 1);
     const span = uR - uL;
-    if (Math.abs(p1 - p2) > 0.05 * Math.max(p1, p2)) {
+    if (Math.abs(p1 - p2) > 0.05 * Math.max(p1, p2) && this.shape.changesBetween(uL, uR) <= 2) {
       const tau = (dv * 1e9 - p2 * uR + p1 * uL) / (p1 - p2);
       if (tau > uL && tau < uR) return vL + (p1 * (Math.min(t, tau) - uL) + p2 * Math.max(0, t - tau)) / 1e9;
     }
@@ -543,9 +555,12 @@ export class CounterFusion {
     for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
       if (j < this.anchorBase || this.seg(j) !== seg) continue;
       this.locked(j, w);
-      if (w.hi <= t && Number.isFinite(w.lo)) {
+      if (w.hi <= t) {
         step.left = j;
-        step.from = w.lo;
+        // A run's first update came after the first read less one update interval (the next
+        // update, after that read, is at most one interval later; ./staleness.ts): −∞ while the
+        // interval is not bounded yet.
+        step.from = Number.isFinite(w.lo) ? w.lo : w.hi - this.staleness.bound();
         step.leftHi = w.hi;
       } else if (w.lo >= t) {
         if (step.left < 0) return null;
@@ -557,6 +572,23 @@ export class CounterFusion {
     }
     step.left = -1;
     return null;
+  }
+
+  /** What ended anchor n's run of the counter (its next change was a fault), for a reason. */
+  private faultAfter(n: number): string {
+    const k = this.aK[n + 1 - this.anchorBase] as number;
+    const s = this.s;
+    const found = this.copy.faultsBetween(this.aK[n - this.anchorBase] as number, k);
+    if (found.length > 0) return `after the edge ${found.join("; ")}`;
+    for (let j = (this.aK[n - this.anchorBase] as number) + 1; j <= k; j++) {
+      if (!this.ring.read(j, s)) continue;
+      if (s.flags & FLAG.COUNTER_BACKWARDS)
+        return "after the edge the energy counter went backwards (driver reload?)";
+      if (s.flags & FLAG.COUNTER_JUMP)
+        return "after the edge the energy counter jumped faster than any card draws (driver reload?)";
+      if (s.flags & FLAG.READ_FAILED) return "after the edge a read failed";
+    }
+    return "the energy counter's next change after the edge was a fault";
   }
 
   private valueOf(n: number): number {
@@ -588,8 +620,8 @@ export class CounterFusion {
       }
     }
     if (end < 0) return null;
-    const basis = this.basis();
-    if (!this.readingsBound(basis, from, w.hi)) return null;
+    const basis = this.boundingBasis(from, w.hi);
+    if (basis === COUNTER_ONLY) return null;
     const e = this.judge.evidence(basis as SensorModel);
     const missed = this.missedScratch;
     this.missedOver(first, end, basis, e.gainLo, e.gainHi, missed);

@@ -402,12 +402,23 @@ export class SensorJudge {
   }
 
   /**
-   * Whether the counter has confirmed a continuous sensor where a held one would have been looser
-   * (CONFIRM steps), not merely failed to tell them apart (steady power reads the same either way).
+   * The reading of the sensor that may bound energy between reads, `periodNs` the sampler's: a
+   * continuous one where the counter supports it and the sensor has shown it refreshes about as
+   * often as it is read (repeated readings never ended in a change, or two changes came within
+   * 2.5 periods); else the held and averaging one, where the counter supports it. A sensor that
+   * holds its readings shows what it saw late: read as continuous, a burst it shows after an edge
+   * would be placed after it; held and averaged, each reading stands for the power over the time
+   * it may describe. Null: none may.
    */
-  continuousConfirmed(): boolean {
+  bounding(periodNs: number): SensorModel | null {
+    if (this.steps === 0) return null;
     const continuous = this.byModel[CONTINUOUS] as GainEvidence;
-    return continuous.consistent() && continuous.informativeCount >= CONFIRM && this.basis() === CONTINUOUS;
+    const fresh = !this.power.repeatsSeen || this.power.refreshUpperNs <= 2.5 * periodNs;
+    if (fresh && continuous.consistent()) return CONTINUOUS;
+    // Held: each reading may be an average over up to LAG_NS before its refresh (A100/H100 average
+    // 25 ms of every 100 ms), so only the held and averaging reading bounds.
+    const averaged = this.byModel[HOLD_AVERAGED] as GainEvidence;
+    return averaged.consistent() ? HOLD_AVERAGED : null;
   }
 
   /** The sensor model the counter supports now; null before any step, or when none holds. */

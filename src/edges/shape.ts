@@ -81,6 +81,11 @@ export class PowerShape {
     return k < 0 ? Number.NaN : (this.mw[k] as number);
   }
 
+  /** How many refreshes the readings show inside (x, y) under the lag in use. */
+  changesBetween(x: number, y: number): number {
+    return Math.max(0, this.index(y + this.lag) - this.index(x + this.lag));
+  }
+
   gain(): number {
     const i = LAGS_NS.indexOf(this.lag);
     const n = Math.min(this.steps, STEPS);

@@ -291,7 +291,8 @@ export class RingTrack implements Track, TrackReadings {
       maxGap = fusion.samples().maxGap(from.kA, to.kB);
       // The edges' difference, and where the power readings bound the span on their own (short
       // spans), the tighter of the two. The value is the difference either way.
-      if (bound) uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t, from.kA)).errMj;
+      if (bound)
+        uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t, from.kA)).errMj;
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
       const walked = samplesBetween(ring, from.kA, to.kB, s);

@@ -108,6 +108,11 @@ export interface DeviceSpec {
   readonly powerUpdateMs?: number;
   /** The power readings are this many times the power drawn (the counter and the truth are not). */
   readonly sensorGain?: number;
+  /**
+   * Field 186's readings carry up to ± this much noise (W; default 0), new at every refresh: a
+   * sensor that refreshes at every read shows it does.
+   */
+  readonly powerNoiseW?: number;
   /** nvmlDeviceGetPowerUsage answers (default true). */
   readonly powerSupported?: boolean;
   /** Both memory APIs answer (default true; false: unified memory, NOT_SUPPORTED). */
@@ -169,6 +174,7 @@ interface ResolvedDevice {
   readonly instantField: boolean;
   readonly powerUpdateMs: number;
   readonly sensorGain: number;
+  readonly powerNoiseW: number;
   readonly powerSupported: boolean;
   readonly jumps: readonly { tMs: number; deltaMj: bigint }[];
   /** The counter's update instants (ms), where the spec asks for more than the C double models. */
@@ -220,6 +226,7 @@ function resolve(d: DeviceSpec): ResolvedDevice {
     instantField: d.instantField ?? true,
     powerUpdateMs: d.powerUpdateMs ?? 0,
     sensorGain: d.sensorGain ?? 1,
+    powerNoiseW: d.powerNoiseW ?? 0,
     powerSupported: d.powerSupported ?? true,
     jumps: (d.counterJumps ?? []).map((j) => ({ tMs: j.tMs, deltaMj: BigInt(j.deltaMj) })),
     updates: updateSchedule(d, pts),
@@ -307,6 +314,7 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     flag("instant_field", d.instantField);
     n("power_update_ms", d.powerUpdateMs);
     n("sensor_gain", d.sensorGain);
+    n("power_noise_w", d.powerNoiseW);
     flag("power", d.powerSupported);
     flag("mem", d.memSupported);
     n("mem_total_mib", d.memTotalMib);
@@ -458,7 +466,8 @@ export class DeviceTruth {
     const u = floorToMs(BigInt(Math.round(relNs)), d.powerUpdateMs);
     const span = d.powerAvgShare * d.powerUpdateMs;
     const w = span > 0 ? (energyMjAt(d, u) - energyMjAt(d, u - span)) / span : powerAt(d, u);
-    return toMw(d.sensorGain * w);
+    const noise = d.powerNoiseW * (2 * jitter01(BigInt(Math.floor(u * 1000))) - 1);
+    return toMw(d.sensorGain * w + noise);
   }
 
   /** nvmlDeviceGetPowerUsage at an instant, mW (averaged or instant by power_mode); null without it. */

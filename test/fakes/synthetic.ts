@@ -71,7 +71,8 @@ export class SyntheticCard {
   private now = EPOCH;
 
   constructor(device: DeviceSpec, sampler: SamplerModel = {}) {
-    this.truth = new DeviceTruth(device);
+    // Real sensors' readings differ from one refresh to the next: ± 0.5 W unless the device says.
+    this.truth = new DeviceTruth({ powerNoiseW: 0.5, ...device });
     this.periodNs = (sampler.periodMs ?? 10) * 1e6;
     this.dither = (sampler.dither ?? "none") === "golden";
     this.latencyNs = (sampler.latencyUs ?? 200) * 1e3;

@@ -156,6 +156,7 @@ typedef struct {
   int instant_field;
   double power_update_ms;
   double sensor_gain;
+  double power_noise_w;
   int power;
   int mem;
   unsigned long long mem_total, mem_used,
@@ -224,6 +225,7 @@ static void device_defaults(device_t* d, int index) {
   d->instant_field = 1;
   d->power_update_ms = 0;
   d->sensor_gain = 1;
+  d->power_noise_w = 0;
   d->power = 1;
   d->mem = 1;
   d->mem_total = 81559ULL * 1048576ULL;
@@ -385,6 +387,8 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
     d->power_update_ms = x;
   } else if (!strcmp(key, "sensor_gain")) {
     if (x > 0) d->sensor_gain = x;
+  } else if (!strcmp(key, "power_noise_w")) {
+    if (x >= 0) d->power_noise_w = x;
   } else if (!strcmp(key, "power")) {
     d->power = x != 0;
   } else if (!strcmp(key, "mem")) {
@@ -721,8 +725,12 @@ __attribute__((unused)) static unsigned long long counter_mj(const device_t* d, 
   return v < 0 ? 0 : (unsigned long long)v;
 }
 
+/* Field 186: the power at its last refresh, plus up to ± power_noise_w of noise that changes
+   at every refresh (a real sensor's readings differ from one refresh to the next). */
 static double instant_w(const device_t* d, long long rel_ns) {
-  return d->sensor_gain * power_at(d, floor_to_ms(rel_ns, d->power_update_ms));
+  double u = floor_to_ms(rel_ns, d->power_update_ms);
+  double noise = d->power_noise_w * (2 * jitter01((long long)floor(u * 1000.0)) - 1);
+  return d->sensor_gain * power_at(d, u) + noise;
 }
 
 static double average_w(const device_t* d, long long rel_ns) {
