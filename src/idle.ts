@@ -4,7 +4,7 @@
  * the operator runs on a quiet card, and whose answer they paste. Nothing applies it anywhere.
  */
 
-import { RunningEnergy, type RunningTotal } from "./edges/running-energy.js";
+import { RunningEnergy, type RunningTotal, SETTLE_MS } from "./edges/running-energy.js";
 import { resolveNode } from "./rules/node.js";
 import { forcedBackend, select } from "./select/index.js";
 import type { CardReader } from "./track/card.js";
@@ -109,6 +109,7 @@ async function sample(
 ): Promise<IdleResult> {
   const ready = await track.ready();
   if (!ready.ok) return fail(`GPU ${gpuIndex} cannot be sampled: ${ready.reason}`);
+  await new Promise((done) => setTimeout(done, SETTLE_MS));
   const powers: number[] = [];
   // The counter's energy as a window measures it (a raw reading is up to a counter step stale).
   const counter = readings.ringInfo()?.column === "energy" ? new RunningEnergy(track) : null;

@@ -38,8 +38,9 @@ const DEVICE0: DeviceSpec = {
   procs: [{ pid: 4242, usedMib: 2048, name: "vllm" }],
 };
 // Device 1: a card whose power a test steps at chosen instants (an in-process agent serves it).
-// Device 2: the same with a 100 ms counter step, as recent cards update theirs.
-const DEVICE2: DeviceSpec = { power: 100, counterStepMs: 100 };
+// Device 2: the same with a 100 ms counter step, as recent cards update theirs, and a sensor that
+// refreshes at every read (its readings carry a real sensor's noise, ± 0.5 W).
+const DEVICE2: DeviceSpec = { power: 100, counterStepMs: 100, powerNoiseW: 0.5 };
 const sc = scenarioForThisProcess({ devices: [DEVICE0, { power: 100, counterStepMs: 10 }, DEVICE2] });
 
 // The Python stand-in's power: smooth, so that polling every 100 ms can follow it.

@@ -88,7 +88,10 @@ function card(options: {
         // jitter the sample instants a little, as a real thread would
         const t = next + (Math.sin(next * 977) * periodS) / 10;
         const last = Math.floor(t / stepS) * stepS;
-        ring.push(toNs(t), 5e6 + truthJ(0, Math.max(0, last)) * 1000, powerAt(t) * 1000);
+        // Power read with a real sensor's noise (± 0.3 W, new at every read): it refreshes as
+        // often as it is read, and shows it.
+        const noiseMw = 300 * Math.sin(next * 7919.3);
+        ring.push(toNs(t), 5e6 + truthJ(0, Math.max(0, last)) * 1000, powerAt(t) * 1000 + noiseMw);
       }
     },
   };

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { RunningEnergy, type RunningTotal } from "../edges/running-energy.js";
+import { RunningEnergy, type RunningTotal, SETTLE_MS } from "../edges/running-energy.js";
 import { type IdleResult, measureIdle } from "../idle.js";
 import { Meter } from "../meter/meter.js";
 import { resolveNode } from "../rules/node.js";
@@ -267,6 +267,7 @@ async function watch(gpu: number | null, forced: BackendName | null): Promise<nu
     }
     selection.track.retain(10);
     await whileAlive(selection.track.ready());
+    await whileAlive(new Promise((done) => setTimeout(done, SETTLE_MS)));
     const energy = new RunningEnergy(selection.track);
     cards.push({ gpu: index, backend: selection.backend, track: selection.track, energy });
   }

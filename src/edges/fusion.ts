@@ -449,7 +449,8 @@ export class CounterFusion {
     const aHi = e.hi;
     this.windowEnergy(step.left, w, basis);
     const leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
-    const leftW = aHi - aLo;
+    // How unsure that is: the readings' range since the update, and the update's own window.
+    const leftW = aHi - aLo + e.hi;
     anchorBefore(vL, aLo, aHi + e.hi, gLo, gHi, one);
     let hullLo = one.lo;
     let hullHi = one.hi;
@@ -462,7 +463,7 @@ export class CounterFusion {
     const bHi = e.hi;
     this.windowEnergy(step.right, w, basis);
     const rightE = (bLo + bHi) / 2 + (e.lo + e.hi) / 4;
-    const rightW = bHi - bLo;
+    const rightW = bHi - bLo + e.hi;
     anchorAfter(vR, bLo, bHi + e.hi, gLo, gHi, one);
     if (one.lo < hullLo) hullLo = one.lo;
     if (one.hi > hullHi) hullHi = one.hi;
@@ -470,7 +471,9 @@ export class CounterFusion {
     r.hi = Math.min(hi, hullHi);
     const g = (gLo + gHi) / 2;
     let estimate = vL + 0.5 + g * leftE;
-    if (Number.isFinite(leftW + rightW)) {
+    // No readings before a run's first update: the estimate hangs from the update after the edge.
+    if (!Number.isFinite(leftW) && Number.isFinite(rightW)) estimate = vR + 0.5 - g * rightE;
+    else if (Number.isFinite(leftW + rightW)) {
       const missed = vR - vL - g * (leftE + rightE);
       if (leftW + rightW > 1e-9) estimate += (missed * leftW) / (leftW + rightW);
       else if (leftE + rightE > 0) estimate = vL + 0.5 + ((vR - vL) * leftE) / (leftE + rightE);
@@ -499,6 +502,12 @@ export class CounterFusion {
     const right = step.right;
     const vL = this.aValue[left - this.anchorBase] as number;
     const dv = (this.aValue[right - this.anchorBase] as number) - vL;
+    // The step's start known far less well than its end (a run's first update, placed only to an
+    // update interval): the estimate hangs from its end, the readings' energy back to the edge.
+    if (step.leftHi - step.from > 4 * (step.to - step.rightLo)) {
+      const back = this.shape.energy(t, uR);
+      if (Number.isFinite(back)) return vL + dv - this.shape.gain() * back;
+    }
     // Power is mostly steps (idle, prefill, decode): where the readings change little inside the
     // step and its energy lies between the levels read at its two ends, it is taken as one change
     // between them, at the instant that gives the counter's energy; else shared out as the
@@ -552,16 +561,20 @@ export class CounterFusion {
     const w = this.wOther;
     const step = this.step;
     step.left = -1;
-    for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
+    // Updates whose reads straddle t (reads asked at an edge come a fraction of a period apart)
+    // are passed over, up to the first wholly after it; and from a few before n (a sample written
+    // just before the edge read the ring's head may already be stamped after it).
+    for (let j = n - 4; j <= Math.min(n + 8, last); j++) {
       if (j < this.anchorBase || this.seg(j) !== seg) continue;
       this.locked(j, w);
       if (w.hi <= t) {
         step.left = j;
-        // A run's first update came after the first read less one update interval (the next
-        // update, after that read, is at most one interval later; ./staleness.ts): −∞ while the
-        // interval is not bounded yet.
-        step.from = Number.isFinite(w.lo) ? w.lo : w.hi - this.staleness.bound();
         step.leftHi = w.hi;
+        step.from = w.lo;
+        // A run's first update came at most one update interval before the next one (./staleness.ts):
+        // −∞ while the interval is not bounded yet.
+        if (!Number.isFinite(w.lo) && j < last)
+          step.from = Math.min(w.hi, this.locked(j + 1, w).lo - this.staleness.bound());
       } else if (w.lo >= t) {
         if (step.left < 0) return null;
         step.right = j;
@@ -663,10 +676,17 @@ export class CounterFusion {
     const ownHi = this.aHi[n - this.anchorBase] as number;
     if (this.seg(n) === this.cadenceSeg && i >= 0 && i < this.cadence.length) {
       this.cadence.instantInto(i, out);
-      if (out.hi - out.lo < ownHi - ownLo) return out;
+      // The update lies between the reads around it, whatever a lattice says: a lock that
+      // disagrees with them is not used.
+      const lo = Math.max(out.lo, ownLo);
+      const hi = Math.min(out.hi, ownHi);
+      if (lo <= hi && hi - lo < ownHi - ownLo) {
+        out.lo = lo;
+        out.hi = hi;
+        return out;
+      }
       const delta = this.fresh.delta();
       if (Number.isFinite(delta)) return freshInstant(this.readWindow(n, this.windowA), delta, out);
-      return out;
     }
     out.lo = ownLo;
     out.hi = ownHi;

@@ -20,6 +20,13 @@ export type RunningTotal =
 /** How long one span may grow before it is folded into the total and a new one begins (ns). */
 const REBASE_NS = 60_000_000_000n;
 
+/**
+ * How long after a sampler starts a running total should begin (ms): an edge in the energy
+ * counter's first step is bounded only to what the card drew before the first read (up to one
+ * update interval of it), until a few steps have shown how often the counter updates.
+ */
+export const SETTLE_MS = 500;
+
 export class RunningEnergy {
   /** The edge the current span starts at, and what the spans before it summed to. */
   private base: Edge;

@@ -313,10 +313,10 @@ export class Meter {
   }
 
   /**
-   * Closes the window: awaits `sync`, takes the closing edge, and resolves once the sampler has a
-   * sample after it (on the native backends the edge asks the sampler for a read, so about 0.25 ms
-   * with fast NVML calls; elsewhere about half a period). Idempotent. Never rejects for the card's
-   * sake.
+   * Closes the window: awaits `sync`, takes the closing edge, and resolves once it can be bounded:
+   * on an integral of power, a sample after it (about 0.25 ms on the native backends, which ask
+   * the sampler for a read); on the energy counter, its next update after the edge as well (about
+   * half a step). Idempotent. Never rejects for the card's sake.
    */
   close(): Promise<void> {
     if (this.closing) return this.closing;
