@@ -162,12 +162,14 @@ if (report !== null) {
     `counter: update period ${c.periodNs ? `${f2(c.periodNs[0] / 1e6, 3)}–${f2(c.periodNs[1] / 1e6, 3)} ms (locked)` : c.irregular ? "irregular (no lock)" : "not locked"}; ` +
       `read interval ${f2(c.readIntervalNs / 1e6)} ms, update instant known to ${f2(c.lockedNs / 1e6, 3)} ms; ` +
       `taken as of each read: ${c.changeEveryRead}; updates at most every ` +
-      `${c.updateAtMostNs === null ? "— (not yet bounded)" : `${f2(c.updateAtMostNs / 1e6, 3)} ms`}`,
+      `${c.updateAtMostNs === null ? "— (not yet bounded)" : `${f2(c.updateAtMostNs / 1e6, 3)} ms`}; ` +
+      `well-read step spans ${c.stepSpanNs ? `${f2(c.stepSpanNs.least / 1e6, 3)} / ${f2(c.stepSpanNs.median / 1e6, 3)} / ${f2(c.stepSpanNs.most / 1e6, 3)} ms (least / median / most)` : "—"}`,
   );
   console.log(
     `power sensor: ${report.basis}; readings that changed from the one before ${f2(100 * report.powerChangedShare, 1)} %; ` +
       `refresh ≤ ${f2(report.refreshUpperNs / 1e6)} ms (shortest run of one value ${f2(report.shortestRunNs / 1e6)} ms); ` +
-      `gain against the counter ${report.gain ? `${f2(report.gain[0], 4)}–${f2(report.gain[1], 4)}` : "—"}; steps checked ${report.steps}`,
+      `gain against the counter ${report.gain ? `${f2(report.gain[0], 4)}–${f2(report.gain[1], 4)}` : "—"}; steps checked ${report.steps}; ` +
+      `bars bounded by: ${report.bounding}; estimate's lag ${f2(report.shapeLagNs / 1e6, 1)} ms`,
   );
 }
 console.log(

@@ -37,7 +37,15 @@ export interface FusionReport {
      * a value standing still longer is called stalled against, at every sampler period.
      */
     readonly updateAtMostNs: number | null;
+    /**
+     * The spans of its last well-read steps (ns; null before any): each an update interval plus up
+     * to a read interval on each side. Their spread shows a counter that wanders off its grid.
+     */
+    readonly stepSpanNs: { readonly least: number; readonly median: number; readonly most: number } | null;
   };
+  /** The reading of the sensor that bounds edges now (its name), and the lag its shape is read with (ns). */
+  readonly bounding: string;
+  readonly shapeLagNs: number;
   /** Share of power readings that differed from the one before (1: the sensor refreshes faster than reads). */
   readonly powerChangedShare: number;
   /** An upper bound on the sensor's refresh, and its shortest run of one value (ns). */
@@ -62,6 +70,9 @@ export function fusionReport(seen: {
   readonly counter: ReturnType<CounterCadence["report"]>;
   readonly changeEveryRead: boolean;
   readonly updateAtMostNs: number;
+  readonly stepSpanNs: { readonly least: number; readonly median: number; readonly most: number } | null;
+  readonly bounding: Basis;
+  readonly shapeLagNs: number;
   readonly power: PowerReadings;
   readonly steps: number;
   readonly persistentMismatch: boolean;
@@ -73,7 +84,10 @@ export function fusionReport(seen: {
       ...seen.counter,
       changeEveryRead: seen.changeEveryRead,
       updateAtMostNs: Number.isFinite(seen.updateAtMostNs) ? seen.updateAtMostNs : null,
+      stepSpanNs: seen.stepSpanNs,
     },
+    bounding: BASIS_NAMES[seen.bounding],
+    shapeLagNs: seen.shapeLagNs,
     powerChangedShare: power.changes / Math.max(1, power.head),
     refreshUpperNs: power.refreshUpperNs,
     shortestRunNs: power.shortestRunNs,

@@ -73,8 +73,6 @@ export type FusedOutcome = boolean | string;
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
-/** Changes of a new run of the counter an edge in its first step waits for (at()). */
-const YOUNG_RUN = 8;
 /** The longest a sensor is taken to hold a reading where its refresh is not bounded yet (ns). */
 const MAX_HOLD_NS = 1e9;
 
@@ -326,6 +324,9 @@ export class CounterFusion {
       counter: this.cadence.report(),
       changeEveryRead: Number.isFinite(this.fresh.delta()),
       updateAtMostNs: this.staleness.bound(),
+      stepSpanNs: this.staleness.spans(),
+      bounding: this.usePower ? (this.judge.bounding(this.ring.periodNs()) ?? COUNTER_ONLY) : COUNTER_ONLY,
+      shapeLagNs: this.shape.lagNs(),
       power: this.power,
       steps: this.judge.steps,
       persistentMismatch: this.judge.persistentMismatch,
@@ -352,17 +353,13 @@ export class CounterFusion {
       }
       return false;
     }
-    // The step opens a new run of the counter (a sampler just started): its start is bounded once
-    // the run has shown how often the counter updates, a few steps on.
-    if (!Number.isFinite(step.from) && this.anchorBase + this.aValue.length - this.cadenceFirst < YOUNG_RUN)
-      return false;
     let basis = this.boundingBasis(step.from, step.to);
     const r = this.edgeBound;
-    this.bound(t, n, basis, r);
+    this.bound(t, basis, r);
     if (r.lo > r.hi && basis !== COUNTER_ONLY) {
       // The readings contradict the counter around this edge: bound it by the counter alone.
       basis = COUNTER_ONLY;
-      this.bound(t, n, basis, r);
+      this.bound(t, basis, r);
     }
     if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) {
       // The counter's run ended after anchor n (a fault): no later change will bound this edge.
@@ -395,7 +392,7 @@ export class CounterFusion {
   }
 
   /**
-   * What the anchors around anchor n say of E(t), and a point estimate. The counter alone: E(t)
+   * What the updates around t say of E(t) (the closed step this.step), and a point estimate. The counter alone: E(t)
    * lies between the value of each update before t and of each after it (the intersection). The
    * readings, where they may bound the closed step around t (its last update wholly before t and
    * first wholly after, this.step): from the update before, E(t) is its value plus the readings'
@@ -407,29 +404,23 @@ export class CounterFusion {
    * they missed, placed where the readings are unsure (the counter fixes the total, power the
    * shape).
    */
-  private bound(t: number, n: number, basis: Basis, r: EdgeBound): void {
-    const seg = this.seg(n);
+  private bound(t: number, basis: Basis, r: EdgeBound): void {
     let lo = Number.NEGATIVE_INFINITY;
     let hi = Number.POSITIVE_INFINITY;
-    const last = this.anchorBase + this.aValue.length - 1;
     const w = this.wScratch;
-    const other = this.wOther;
     const one = this.anchorScratch;
     this.basisNow = COUNTER_ONLY;
-    for (let j = n - 1; j <= Math.min(n + 2, last); j++) {
-      if (j < this.anchorBase || this.seg(j) !== seg) continue;
-      // The anchors that can matter: n and the first after it, and their neighbours when their
-      // update may lie on the other side of t.
-      if (j === n - 1 && !(this.locked(n, other).hi > t)) continue;
-      if (j === n + 2 && !(this.locked(n + 1, other).lo < t)) continue;
+    const step = this.step;
+    // The counter alone: every update from the last wholly before t to the first wholly after it
+    // (those between straddle t, each bounding E(t) by its value on the side its instant may be).
+    for (let j = step.left; j <= step.right; j++) {
       this.locked(j, w);
       anchorBound(this.valueOf(j), w, t, this.energyOf, 0, Number.POSITIVE_INFINITY, one);
       if (one.lo > lo) lo = one.lo;
       if (one.hi < hi) hi = one.hi;
     }
     r.estimate = Number.NaN;
-    const step = this.step;
-    if (basis === COUNTER_ONLY || step.left < 0) {
+    if (basis === COUNTER_ONLY) {
       r.lo = lo;
       r.hi = hi;
       return;

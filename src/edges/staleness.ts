@@ -21,7 +21,7 @@ const MARGIN = 1.1;
 const KEEP = 64;
 
 export class CounterStaleness {
-  private readonly spans = new Float64Array(KEEP);
+  private readonly spanNs = new Float64Array(KEEP);
   private steps = 0;
   /** The longest stand that went on without a fault, or was a fault where reads could not judge it. */
   private stood = 0;
@@ -34,7 +34,7 @@ export class CounterStaleness {
   step(prevLo: number, prevHi: number, lo: number, hi: number): void {
     if (!Number.isFinite(prevLo)) return;
     if (!this.placed(prevLo, prevHi, lo, hi)) return;
-    this.spans[this.steps % KEEP] = hi - prevLo;
+    this.spanNs[this.steps % KEEP] = hi - prevLo;
     this.steps += 1;
   }
 
@@ -49,8 +49,19 @@ export class CounterStaleness {
     if (this.steps < MIN_STEPS) return Number.POSITIVE_INFINITY;
     let most = this.stood;
     const n = Math.min(this.steps, KEEP);
-    for (let i = 0; i < n; i++) most = Math.max(most, this.spans[i] as number);
+    for (let i = 0; i < n; i++) most = Math.max(most, this.spanNs[i] as number);
     return MARGIN * most;
+  }
+
+  /**
+   * The well-placed steps' spans (ns), for diagnosis: least, median and most of the last 64;
+   * null before any.
+   */
+  spans(): { least: number; median: number; most: number } | null {
+    const n = Math.min(this.steps, KEEP);
+    if (n === 0) return null;
+    const sorted = Array.from(this.spanNs.subarray(0, n)).sort((a, b) => a - b);
+    return { least: sorted[0] as number, median: sorted[n >> 1] as number, most: sorted[n - 1] as number };
   }
 
   /** Whether a value read first by `firstHi` and still at `seenLo` stood still for longer than S. */
