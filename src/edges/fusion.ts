@@ -73,6 +73,8 @@ export type FusedOutcome = boolean | string;
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
+/** Two power readings' changes within this many sampler periods show a sensor as fresh as its reads. */
+const FRESH_PERIODS = 2.5;
 /** The longest a sensor is taken to hold a reading where its refresh is not bounded yet (ns). */
 const MAX_HOLD_NS = 1e9;
 
@@ -162,6 +164,7 @@ export class CounterFusion {
       this.lastEnergy = Number.NaN;
     }
     if (this.processed >= head) return;
+    this.power.freshWithinNs = FRESH_PERIODS * ring.periodNs();
     const s = this.s;
     for (; this.processed < head; this.processed++) {
       const k = this.processed;
@@ -307,7 +310,7 @@ export class CounterFusion {
   private boundingBasis(from: number, to: number): Basis {
     const basis = this.basis();
     if (basis === COUNTER_ONLY) return COUNTER_ONLY;
-    const model = this.judge.bounding(this.ring.periodNs());
+    const model = this.judge.bounding();
     if (model !== null) return model;
     const hold = Number.isFinite(this.power.refreshUpperNs) ? this.power.refreshUpperNs : MAX_HOLD_NS;
     const reach = Math.min(hold, MAX_HOLD_NS) + LAG_NS;
@@ -325,7 +328,7 @@ export class CounterFusion {
       changeEveryRead: Number.isFinite(this.fresh.delta()),
       updateAtMostNs: this.staleness.bound(),
       stepSpanNs: this.staleness.spans(),
-      bounding: this.usePower ? (this.judge.bounding(this.ring.periodNs()) ?? COUNTER_ONLY) : COUNTER_ONLY,
+      bounding: this.usePower ? (this.judge.bounding() ?? COUNTER_ONLY) : COUNTER_ONLY,
       shapeLagNs: this.shape.lagNs(),
       power: this.power,
       steps: this.judge.steps,

@@ -68,6 +68,12 @@ export class PowerReadings {
    * the read before one change to the read that showed the next change holds two refreshes.
    */
   refreshUpperNs = Number.POSITIVE_INFINITY;
+  /**
+   * Two changes this close (ns; the ring's owner sets it: 2.5 sampler periods) show a sensor that
+   * refreshes about as often as it is read, whatever repeats it shows (a noisy reading may repeat
+   * by chance).
+   */
+  freshWithinNs = 0;
   /** The shortest run of identical readings between two changes (ns), for diagnosis. */
   shortestRunNs = Number.POSITIVE_INFINITY;
   /** Readings that differed from the one before, for diagnosis. */
@@ -117,6 +123,14 @@ export class PowerReadings {
       }
     }
     this.head = k + 1;
+  }
+
+  /**
+   * Whether the sensor refreshes about as often as it is read: no run of repeated readings ever
+   * ended in a change, or two changes came within freshWithinNs.
+   */
+  fresh(): boolean {
+    return !this.repeatsSeen || this.refreshUpperNs <= this.freshWithinNs;
   }
 
   /** Stamp of reading k (ns). */
@@ -402,19 +416,17 @@ export class SensorJudge {
   }
 
   /**
-   * The reading of the sensor that may bound energy between reads, `periodNs` the sampler's: a
-   * continuous one where the counter supports it and the sensor has shown it refreshes about as
-   * often as it is read (repeated readings never ended in a change, or two changes came within
-   * 2.5 periods); else the held and averaging one, where the counter supports it. A sensor that
+   * The reading of the sensor that may bound energy between reads: a continuous one where the
+   * counter supports it and the sensor has shown it refreshes about as often as it is read
+   * (PowerReadings.fresh); else the held and averaging one, where the counter supports it. A sensor that
    * holds its readings shows what it saw late: read as continuous, a burst it shows after an edge
    * would be placed after it; held and averaged, each reading stands for the power over the time
    * it may describe. Null: none may.
    */
-  bounding(periodNs: number): SensorModel | null {
+  bounding(): SensorModel | null {
     if (this.steps === 0) return null;
     const continuous = this.byModel[CONTINUOUS] as GainEvidence;
-    const fresh = !this.power.repeatsSeen || this.power.refreshUpperNs <= 2.5 * periodNs;
-    if (fresh && continuous.consistent()) return CONTINUOUS;
+    if (this.power.fresh() && continuous.consistent()) return CONTINUOUS;
     // Held: each reading may be an average over up to LAG_NS before its refresh (A100/H100 average
     // 25 ms of every 100 ms), so only the held and averaging reading bounds.
     const averaged = this.byModel[HOLD_AVERAGED] as GainEvidence;
@@ -425,7 +437,7 @@ export class SensorJudge {
   basis(): SensorModel | null {
     if (this.steps === 0) return null;
     const [continuous, hold, averaged] = this.byModel as [GainEvidence, GainEvidence, GainEvidence];
-    const suspect = this.power.repeatsSeen || this.contradicted;
+    const suspect = !this.power.fresh() || this.contradicted;
     if (continuous.consistent() && (!suspect || continuous.informativeCount >= CONFIRM)) return CONTINUOUS;
     if (hold.consistent()) return HOLD;
     if (averaged.consistent()) return HOLD_AVERAGED;
