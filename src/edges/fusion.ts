@@ -22,84 +22,55 @@
 
 import { emptySample, FLAG, type Sample, type SampleRing } from "../track/ring.js";
 import { CounterCadence } from "./cadence.js";
+import { boundingModel, ClosedSteps, type FusedOutcome, type FusedTarget } from "./closed-step.js";
 import { FreshCounter, freshInstant, type ReadWindow } from "./fresh.js";
 import { type FusionReport, fusionReport } from "./fusion-report.js";
-import {
-  type Basis,
-  CONTINUOUS,
-  COUNTER_ONLY,
-  LAG_NS,
-  PowerReadings,
-  SensorJudge,
-  type SensorModel,
-} from "./power-model.js";
+import { type Basis, COUNTER_ONLY, PowerReadings, SensorJudge, type SensorModel } from "./power-model.js";
 import { SampleCopy } from "./sample-copy.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
 import { PowerShape } from "./shape.js";
 import { CounterStaleness } from "./staleness.js";
-import { anchorAfter, anchorBefore, anchorBound, type Bound, type EnergyBound } from "./uncertainty.js";
-
-/** An edge's bound and the point estimate inside it (mJ). */
-interface EdgeBound extends Bound {
-  estimate: number;
-}
-
-/** A closed counter step: anchors `left` and `right`, updates in (from, leftHi] and (rightLo, to]. */
-interface ClosedStep {
-  left: number;
-  right: number;
-  from: number;
-  leftHi: number;
-  rightLo: number;
-  to: number;
-}
+import type { Bound, EnergyBound } from "./uncertainty.js";
 
 /** What a ring's power readings are. */
 export type PowerKind = "instant" | "averaged";
 
+export type { FusedOutcome, FusedTarget } from "./closed-step.js";
 export type { FusionReport } from "./fusion-report.js";
 export { type Basis, COUNTER_ONLY } from "./power-model.js";
-
-/** Where CounterFusion.at writes the fused energy at an instant (RingEdge has these fields). */
-export interface FusedTarget {
-  /** The cumulative energy (mJ); the truth lies within value ± errMj. */
-  value: number;
-  errMj: number;
-  basis: number;
-}
-
-/** CounterFusion.at: true when it wrote the target; false while it cannot bound it yet; else why never. */
-export type FusedOutcome = boolean | string;
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
 /** Two power readings' changes within this many sampler periods show a sensor as fresh as its reads. */
 const FRESH_PERIODS = 2.5;
-/** The longest a sensor is taken to hold a reading where its refresh is not bounded yet (ns). */
-const MAX_HOLD_NS = 1e9;
 
 export class CounterFusion {
-  private readonly ring: SampleRing;
-  private readonly power: PowerReadings;
+  /** @internal (./closed-step.ts) */
+  readonly ring: SampleRing;
+  /** @internal (./closed-step.ts) */
+  readonly power: PowerReadings;
   private readonly usePower: boolean;
-  private readonly s: Sample = emptySample();
-  /** The anchor in force at each sample (its global number), by k % capacity; −1: none. */
-  private readonly anchorAt: Float64Array;
-  /** What edges need of each sample, copied as it is digested (./sample-copy.ts). */
-  private readonly copy: SampleCopy;
+  /** @internal (./closed-step.ts) */
+  readonly s: Sample = emptySample();
+  /** The anchor in force at each sample (its global number), by k % capacity; −1: none; read by ./closed-step.ts. */
+  readonly anchorAt: Float64Array;
+  /** What edges need of each sample, copied as it is digested (./sample-copy.ts); read by ./closed-step.ts. */
+  readonly copy: SampleCopy;
   // Anchors by global number − anchorBase: the counter's value, its raw window, its run (segment).
-  private aValue: number[] = [];
+  /** @internal (./closed-step.ts) */
+  aValue: number[] = [];
   private aLo: number[] = [];
   private aHi: number[] = [];
   private aSeg: number[] = [];
-  /** Each anchor's read index and the duration of its read (ns). */
-  private aK: number[] = [];
+  /** Each anchor's read index and the duration of its read (ns); read by ./closed-step.ts. */
+  aK: number[] = [];
   private aRead: number[] = [];
   /** The start of the latest read that still showed each anchor's value (ns). */
   private aSeen: number[] = [];
-  private anchorBase = 0;
-  /** How stale a read can be where no lattice is found, and whether the newest value stalled. */
-  private readonly staleness = new CounterStaleness();
+  /** @internal (./closed-step.ts) */
+  anchorBase = 0;
+  /** How stale a read can be where no lattice is found, and whether the newest value stalled; read by ./closed-step.ts. */
+  readonly staleness = new CounterStaleness();
   private standing = false;
   /** Whether the counter is at most δ behind each read (./fresh.ts). */
   private readonly fresh: FreshCounter;
@@ -112,28 +83,22 @@ export class CounterFusion {
   private lastRead = 0;
   private lastEnergy = Number.NaN;
   private processed = 0;
-  /** Which reading of the power sensor the counter supports (power-model.ts). */
-  private readonly judge: SensorJudge;
-  private readonly bounds = { lo: 0, hi: 0 };
-  // Scratch (nothing allocated per edge): two anchors' update instants, one anchor's bound, a
-  // step's two updates (checkStep, judgeStep), the edge's bound, and the basis energyOf uses.
-  private readonly wScratch: Bound = { lo: 0, hi: 0 };
-  private readonly wOther: Bound = { lo: 0, hi: 0 };
-  private readonly anchorScratch: Bound = { lo: 0, hi: 0 };
-  private readonly missedScratch: Bound = { lo: 0, hi: 0 };
-  /** The closed step around the edge being bounded (stepAround). */
-  private readonly step: ClosedStep = { left: -1, right: -1, from: 0, leftHi: 0, rightLo: 0, to: 0 };
+  /** Which reading of the power sensor the counter supports (power-model.ts); read by ./closed-step.ts. */
+  readonly judge: SensorJudge;
+  /** @internal (./closed-step.ts) */
+  readonly bounds = { lo: 0, hi: 0 };
   private readonly windowA = { lo: 0, hi: 0, readNs: 0 };
   private readonly windowB = { lo: 0, hi: 0, readNs: 0 };
   private readonly stepA: Bound = { lo: 0, hi: 0 };
   private readonly stepB: Bound = { lo: 0, hi: 0 };
-  private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
-  private basisNow: Basis = COUNTER_ONLY;
-  private readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
-  /** Where inside a step the energy went, by the readings (./shape.ts): the estimate's, not the bar's. */
-  private readonly shape = new PowerShape();
-  /** shapeEstimate found the readings short of the step's end (the edge waits for them). */
-  private shapeWaits = false;
+  /** @internal (./closed-step.ts) */
+  basisNow: Basis = COUNTER_ONLY;
+  /** @internal (./closed-step.ts) */
+  readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
+  /** Edges bounded inside closed counter steps (./closed-step.ts). */
+  private readonly closed = new ClosedSteps(this);
+  /** Where inside a step the energy went, by the readings (./shape.ts): the estimate's, not the bar's; read by ./closed-step.ts. */
+  readonly shape = new PowerShape();
   /** The sensor's energy between readings, memoized (./sensor-energy.ts). */
   private readonly memo: SensorEnergyMemo;
 
@@ -299,24 +264,6 @@ export class CounterFusion {
     return this.judge.basis() ?? COUNTER_ONLY;
   }
 
-  /**
-   * The reading of the sensor that bounds energy inside the closed step (from, to): the judge's
-   * (SensorJudge.bounding), or, where the power read the same from a refresh before the step to
-   * one after it, the judge's basis whatever it is (nothing in between was shaped by a lag); the
-   * counter alone where neither. Inside the bound, what the readings leave unexplained of the
-   * step (a burst a part-time sensor never saw, A100/H100: 75 % of the time) is taken care of by
-   * bound()'s hull.
-   */
-  private boundingBasis(from: number, to: number): Basis {
-    const basis = this.basis();
-    if (basis === COUNTER_ONLY) return COUNTER_ONLY;
-    const model = this.judge.bounding();
-    if (model !== null) return model;
-    const hold = Number.isFinite(this.power.refreshUpperNs) ? this.power.refreshUpperNs : MAX_HOLD_NS;
-    const reach = Math.min(hold, MAX_HOLD_NS) + LAG_NS;
-    return this.power.flat(from - reach, to + reach) ? basis : COUNTER_ONLY;
-  }
-
   /** For diagnosis (the GPU check): what the samples have shown of the counter and the sensor. */
   report(): FusionReport {
     this.update();
@@ -328,7 +275,7 @@ export class CounterFusion {
       changeEveryRead: Number.isFinite(this.fresh.delta()),
       updateAtMostNs: this.staleness.bound(),
       stepSpanNs: this.staleness.spans(),
-      bounding: this.usePower ? (this.judge.bounding() ?? COUNTER_ONLY) : COUNTER_ONLY,
+      bounding: this.usePower ? (boundingModel(this.judge, this.power) ?? COUNTER_ONLY) : COUNTER_ONLY,
       shapeLagNs: this.shape.lagNs(),
       power: this.power,
       steps: this.judge.steps,
@@ -336,304 +283,9 @@ export class CounterFusion {
     });
   }
 
-  /**
-   * The cumulative energy at `t`, given `kA`, the last sample at or before it, into `out`. False
-   * while the samples present cannot bound it yet (see FusedOutcome).
-   */
-  at(t: number, kA: number, out: FusedTarget): FusedOutcome {
-    this.update();
-    const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
-    if (n < 0 || n < this.anchorBase) return "no energy counter reading before the edge";
-    // Every edge is bounded inside a step the counter has closed: the readings only where the
-    // step's total checks them (a burst they missed, before or after the edge, shows as a step
-    // that disagrees with them, not as a tight bar around the wrong figure), and the counter alone
-    // needs the update after the edge anyway.
-    const step = this.stepAround(t, n);
-    if (step === null) {
-      const last = this.anchorBase + this.aValue.length - 1;
-      if (n < last && this.seg(n + 1) !== this.seg(n)) {
-        return `${this.faultAfter(n)}: the energy counter's energy at the edge cannot be bounded`;
-      }
-      return false;
-    }
-    let basis = this.boundingBasis(step.from, step.to);
-    const r = this.edgeBound;
-    this.bound(t, basis, r);
-    if (r.lo > r.hi && basis !== COUNTER_ONLY) {
-      // The readings contradict the counter around this edge: bound it by the counter alone.
-      basis = COUNTER_ONLY;
-      this.bound(t, basis, r);
-    }
-    if (!Number.isFinite(r.lo) || !Number.isFinite(r.hi)) {
-      // The counter's run ended after anchor n (a fault): no later change will bound this edge.
-      const last = this.anchorBase + this.aValue.length - 1;
-      if (n < last && this.seg(n + 1) !== this.seg(n)) {
-        return `${this.faultAfter(n)}: the energy counter's energy at the edge cannot be bounded`;
-      }
-      return false;
-    }
-    if (r.lo > r.hi) return "the energy counter contradicts itself around the edge";
-    // The estimate inside the bound (its middle without power to go by), and the bound's reach
-    // from it either way.
-    out.basis = basis;
-    // A held sensor's readings bound loosely and show power late: the estimate is the shape's,
-    // whose lag the counter chose; a continuous sensor's is bound()'s.
-    if (basis !== CONTINUOUS) {
-      r.estimate = this.shapeEstimate(t);
-      // The readings have not yet shown what was drawn up to the step's end: wait for them.
-      if (Number.isNaN(r.estimate) && this.shapeWaits) return false;
-    }
-    if (!Number.isFinite(r.estimate)) {
-      out.value = (r.lo + r.hi) / 2;
-      out.errMj = (r.hi - r.lo) / 2;
-      return true;
-    }
-    const x = Math.min(r.hi, Math.max(r.lo, r.estimate));
-    out.value = x;
-    out.errMj = Math.max(x - r.lo, r.hi - x);
-    return true;
-  }
-
-  /**
-   * What the updates around t say of E(t) (the closed step this.step), and a point estimate. The counter alone: E(t)
-   * lies between the value of each update before t and of each after it (the intersection). The
-   * readings, where they may bound the closed step around t (its last update wholly before t and
-   * first wholly after, this.step): from the update before, E(t) is its value plus the readings'
-   * energy since; from the update after, its value less the readings' energy until it. Where the
-   * readings missed energy (a burst between reads) or counted some not drawn, the two differ by
-   * it, and which side of t it lay on nothing says: E(t) lies in the hull of the two, not their
-   * intersection (a held sensor's lag splits it across t too, but such readings never bound).
-   * The estimate: the readings' energy from the update before, plus what the step's total says
-   * they missed, placed where the readings are unsure (the counter fixes the total, power the
-   * shape).
-   */
-  private bound(t: number, basis: Basis, r: EdgeBound): void {
-    let lo = Number.NEGATIVE_INFINITY;
-    let hi = Number.POSITIVE_INFINITY;
-    const w = this.wScratch;
-    const one = this.anchorScratch;
-    this.basisNow = COUNTER_ONLY;
-    const step = this.step;
-    // The counter alone: every update from the last wholly before t to the first wholly after it
-    // (those between straddle t, each bounding E(t) by its value on the side its instant may be).
-    for (let j = step.left; j <= step.right; j++) {
-      this.locked(j, w);
-      anchorBound(this.valueOf(j), w, t, this.energyOf, 0, Number.POSITIVE_INFINITY, one);
-      if (one.lo > lo) lo = one.lo;
-      if (one.hi < hi) hi = one.hi;
-    }
-    r.estimate = Number.NaN;
-    if (basis === COUNTER_ONLY) {
-      r.lo = lo;
-      r.hi = hi;
-      return;
-    }
-    const gain = this.judge.evidence(basis);
-    const gLo = gain.gainLo;
-    const gHi = gain.gainHi;
-    const e = this.bounds;
-    this.basisNow = basis;
-    // From the update before t: its value plus the readings' energy since (at least from its
-    // window's end, at most from its start).
-    const vL = this.valueOf(step.left);
-    w.lo = step.from;
-    w.hi = step.leftHi;
-    this.sensorEnergy(w.hi, t, basis);
-    const aLo = e.lo;
-    const aHi = e.hi;
-    this.windowEnergy(step.left, w, basis);
-    const leftE = (aLo + aHi) / 2 + (e.lo + e.hi) / 4;
-    // How unsure that is: the readings' range since the update, and the update's own window.
-    const leftW = aHi - aLo + e.hi;
-    anchorBefore(vL, aLo, aHi + e.hi, gLo, gHi, one);
-    let hullLo = one.lo;
-    let hullHi = one.hi;
-    // From the update after t: its value less the readings' energy until it.
-    const vR = this.valueOf(step.right);
-    w.lo = step.rightLo;
-    w.hi = step.to;
-    this.sensorEnergy(t, w.lo, basis);
-    const bLo = e.lo;
-    const bHi = e.hi;
-    this.windowEnergy(step.right, w, basis);
-    const rightE = (bLo + bHi) / 2 + (e.lo + e.hi) / 4;
-    const rightW = bHi - bLo + e.hi;
-    anchorAfter(vR, bLo, bHi + e.hi, gLo, gHi, one);
-    if (one.lo < hullLo) hullLo = one.lo;
-    if (one.hi > hullHi) hullHi = one.hi;
-    r.lo = Math.max(lo, hullLo);
-    r.hi = Math.min(hi, hullHi);
-    const g = (gLo + gHi) / 2;
-    let estimate = vL + 0.5 + g * leftE;
-    // No readings before a run's first update: the estimate hangs from the update after the edge.
-    if (!Number.isFinite(leftW) && Number.isFinite(rightW)) estimate = vR + 0.5 - g * rightE;
-    else if (Number.isFinite(leftW + rightW)) {
-      const missed = vR - vL - g * (leftE + rightE);
-      if (leftW + rightW > 1e-9) estimate += (missed * leftW) / (leftW + rightW);
-      else if (leftE + rightE > 0) estimate = vL + 0.5 + ((vR - vL) * leftE) / (leftE + rightE);
-    }
-    r.estimate = estimate;
-  }
-
-  /**
-   * The counter's step around `t` shared out by the power readings (mJ), NaN without a step after
-   * `t` or readings over it: the step's energy placed where the readings say it was drawn, each
-   * reading taken as the power at its read. No bound rests on it (a held or averaged sensor may
-   * have missed the shape); it keeps a window that starts or ends a burst from being charged the
-   * middle of the step, which is biased against every such window.
-   */
-  private shapeEstimate(t: number): number {
-    const step = this.step;
-    this.shapeWaits = false;
-    if (step.left < 0) return Number.NaN;
-    const uL = (step.from + step.leftHi) / 2;
-    const uR = (step.rightLo + step.to) / 2;
-    if (!this.shape.covers(uR)) {
-      this.shapeWaits = true;
-      return Number.NaN;
-    }
-    const left = step.left;
-    const right = step.right;
-    const vL = this.aValue[left - this.anchorBase] as number;
-    const dv = (this.aValue[right - this.anchorBase] as number) - vL;
-    // The step's start known far less well than its end (a run's first update, placed only to an
-    // update interval): the estimate hangs from its end, the readings' energy back to the edge.
-    if (step.leftHi - step.from > 4 * (step.to - step.rightLo)) {
-      const back = this.shape.energy(t, uR);
-      if (Number.isFinite(back)) return vL + dv - this.shape.gain() * back;
-    }
-    // Power is mostly steps (idle, prefill, decode): where the readings change little inside the
-    // step and its energy lies between the levels read at its two ends, it is taken as one change
-    // between them, at the instant that gives the counter's energy; else shared out as the
-    // readings' shape over the step.
-    const g = this.shape.gain();
-    const p1 = g * this.shape.levelAt(uL);
-    const p2 = g * this.shape.levelAt(uR - 1);
-    const span = uR - uL;
-    if (Math.abs(p1 - p2) > 0.05 * Math.max(p1, p2) && this.shape.changesBetween(uL, uR) <= 2) {
-      const tau = (dv * 1e9 - p2 * uR + p1 * uL) / (p1 - p2);
-      if (tau > uL && tau < uR) return vL + (p1 * (Math.min(t, tau) - uL) + p2 * Math.max(0, t - tau)) / 1e9;
-    }
-    const before = this.shape.energy(uL, t);
-    const after = this.shape.energy(t, uR);
-    if (!(before + after > 0) || !Number.isFinite(before + after)) return vL + (dv * (t - uL)) / span;
-    return vL + (dv * before) / (before + after);
-  }
-
-  /**
-   * What the readings leave unexplained of each step from anchor `a` to anchor `b`, summed into
-   * `out` (see unexplained): each step's missed energy may lie anywhere inside it.
-   */
-  private missedOver(a: number, b: number, basis: Basis, gLo: number, gHi: number, out: Bound): void {
-    const e = this.bounds;
-    const wa = this.stepA;
-    const wb = this.stepB;
-    out.lo = 0;
-    out.hi = 0;
-    this.locked(a, wa);
-    for (let j = a; j < b; j++) {
-      this.locked(j + 1, wb);
-      const dv = this.valueOf(j + 1) - this.valueOf(j);
-      this.sensorEnergy(wa.hi, wb.lo, basis as SensorModel);
-      const innerLo = e.lo;
-      this.sensorEnergy(wa.lo, wb.hi, basis as SensorModel);
-      out.hi += Math.max(0, dv - gLo * innerLo);
-      out.lo += Math.max(0, gHi * e.hi - dv);
-      wa.lo = wb.lo;
-      wa.hi = wb.hi;
-    }
-  }
-
-  /**
-   * The closed counter step around `t` (anchor n the last at or before its read): the last
-   * update wholly before t and the first wholly after it in n's run, into this.step; null while
-   * no update after t has been read.
-   */
-  private stepAround(t: number, n: number): ClosedStep | null {
-    const seg = this.seg(n);
-    const last = this.anchorBase + this.aValue.length - 1;
-    const w = this.wOther;
-    const step = this.step;
-    step.left = -1;
-    // Updates whose reads straddle t (reads asked at an edge come a fraction of a period apart)
-    // are passed over, up to the first wholly after it; and from a few before n (a sample written
-    // just before the edge read the ring's head may already be stamped after it).
-    for (let j = n - 4; j <= Math.min(n + 8, last); j++) {
-      if (j < this.anchorBase || this.seg(j) !== seg) continue;
-      this.locked(j, w);
-      if (w.hi <= t) {
-        step.left = j;
-        step.leftHi = w.hi;
-        step.from = w.lo;
-        // A run's first update came at most one update interval before the next one (./staleness.ts):
-        // −∞ while the interval is not bounded yet.
-        if (!Number.isFinite(w.lo) && j < last)
-          step.from = Math.min(w.hi, this.locked(j + 1, w).lo - this.staleness.bound());
-      } else if (w.lo >= t) {
-        if (step.left < 0) return null;
-        step.right = j;
-        step.rightLo = w.lo;
-        step.to = w.hi;
-        return step;
-      }
-    }
-    step.left = -1;
-    return null;
-  }
-
-  /** What ended anchor n's run of the counter (its next change was a fault), for a reason. */
-  private faultAfter(n: number): string {
-    const k = this.aK[n + 1 - this.anchorBase] as number;
-    const s = this.s;
-    const found = this.copy.faultsBetween(this.aK[n - this.anchorBase] as number, k);
-    if (found.length > 0) return `after the edge ${found.join("; ")}`;
-    for (let j = (this.aK[n - this.anchorBase] as number) + 1; j <= k; j++) {
-      if (!this.ring.read(j, s)) continue;
-      if (s.flags & FLAG.COUNTER_BACKWARDS)
-        return "after the edge the energy counter went backwards (driver reload?)";
-      if (s.flags & FLAG.COUNTER_JUMP)
-        return "after the edge the energy counter jumped faster than any card draws (driver reload?)";
-      if (s.flags & FLAG.READ_FAILED) return "after the edge a read failed";
-    }
-    return "the energy counter's next change after the edge was a fault";
-  }
-
-  private valueOf(n: number): number {
+  /** @internal (./closed-step.ts) */
+  valueOf(n: number): number {
     return this.aValue[n - this.anchorBase] as number;
-  }
-
-  /**
-   * Bounds on the energy between two instants from the power readings alone (mJ), where the
-   * counter has closed the steps over them and their readings may bound (readingsBound), widened
-   * by what the readings leave unexplained of each of those steps; null otherwise. `kA` is the last sample at or before `x`. For spans
-   * shorter than a step, this beats the difference of two edges.
-   */
-  between(x: number, y: number, kA: number): { lo: number; hi: number } | null {
-    this.update();
-    const n = this.anchorAt[kA % this.ring.capacity] ?? -1;
-    if (n < 0 || n < this.anchorBase) return null;
-    const step = this.stepAround(x, n);
-    if (step === null) return null;
-    const first = step.left;
-    const from = step.from;
-    // The first update wholly after y, in the same run of the counter.
-    const last = this.anchorBase + this.aValue.length - 1;
-    const w = this.wOther;
-    let end = -1;
-    for (let j = step.right; j <= last && this.seg(j) === this.seg(first); j++) {
-      if (this.locked(j, w).lo >= y) {
-        end = j;
-        break;
-      }
-    }
-    if (end < 0) return null;
-    const basis = this.boundingBasis(from, w.hi);
-    if (basis === COUNTER_ONLY) return null;
-    const e = this.judge.evidence(basis as SensorModel);
-    const missed = this.missedScratch;
-    this.missedOver(first, end, basis, e.gainLo, e.gainHi, missed);
-    this.sensorEnergy(x, y, basis as SensorModel);
-    return { lo: e.gainLo * this.bounds.lo - missed.lo, hi: e.gainHi * this.bounds.hi + missed.hi };
   }
 
   /** One end of the sensor's energy over (x, y) under `basis` (COUNTER_ONLY: 0 to +∞). */
@@ -645,17 +297,33 @@ export class CounterFusion {
     return end === "lo" ? this.bounds.lo : this.bounds.hi;
   }
 
-  /** The sensor's energy over anchor j's update window `w` into this.bounds (kept per anchor). */
-  private windowEnergy(j: number, w: Bound, basis: SensorModel): void {
+  /** The sensor's energy over anchor j's update window `w` into this.bounds (kept per anchor); read by ./closed-step.ts. */
+  windowEnergy(j: number, w: Bound, basis: SensorModel): void {
     this.memo.anchorWindow(j, w.lo, w.hi, basis, this.bounds);
   }
 
-  /** energyBounds over (x, y) into this.bounds (memoized, ./sensor-energy.ts). */
-  private sensorEnergy(x: number, y: number, model: SensorModel): void {
+  /** energyBounds over (x, y) into this.bounds (memoized, ./sensor-energy.ts); read by ./closed-step.ts. */
+  sensorEnergy(x: number, y: number, model: SensorModel): void {
     this.memo.energy(x, y, model, this.bounds);
   }
 
-  private seg(n: number): number {
+  /**
+   * The cumulative energy at `t`, given `kA`, the last sample at or before it, into `out`. False
+   * while the samples present cannot bound it yet (see FusedOutcome; ./closed-step.ts).
+   */
+  at(t: number, kA: number, out: FusedTarget): FusedOutcome {
+    this.update();
+    return this.closed.at(t, kA, out);
+  }
+
+  /** Bounds on the energy between two instants from the power readings alone (./closed-step.ts). */
+  between(x: number, y: number, kA: number): { lo: number; hi: number } | null {
+    this.update();
+    return this.closed.between(x, y, kA);
+  }
+
+  /** @internal (./closed-step.ts) */
+  seg(n: number): number {
     return this.aSeg[n - this.anchorBase] as number;
   }
 
@@ -664,7 +332,8 @@ export class CounterFusion {
    * before its read where the counter has shown it updates at every read; its read interval
    * otherwise.
    */
-  private locked(n: number, out: Bound): Bound {
+  /** @internal (./closed-step.ts) */
+  locked(n: number, out: Bound): Bound {
     const i = n - this.cadenceFirst;
     const ownLo = this.aLo[n - this.anchorBase] as number;
     const ownHi = this.aHi[n - this.anchorBase] as number;

@@ -3,17 +3,13 @@
  * of the sensor (SensorModel), for bounding energy inside the energy counter's steps (./fusion.ts).
  *
  * - CONTINUOUS: each reading is the power at its read; between two reads the power lies between
- *   the two readings (no burst comes and goes unseen between reads).
- * - HOLD: the sensor refreshes on its own cadence and holds its value between refreshes (real
- *   cards: tens of ms). Repeated identical readings may then be one stale value: a reading is the
- *   power at some instant after the last read that showed a different value (and no further back
- *   than the sensor's refresh, where that has been bounded); between two such instants the power
- *   lies between their values.
- * - HOLD_AVERAGED: as HOLD, with each value an average over up to LAG_NS before its instant
- *   (an instant sensor that averages over a window, as A100/H100 do over about 25 ms).
- *
- * Which reading holds is decided by the energy counter, in ./fusion.ts. Times are ns relative to
- * the ring's epoch, power mW, energy mJ.
+ *   the two readings (what comes and goes between reads, ./closed-step.ts's hull answers for).
+ * - HOLD: the sensor holds its value between refreshes (real cards: 10–100 ms); a reading is the
+ *   power at some instant after the last read that showed a different value (no further back than
+ *   the refresh, where bounded); between two such instants the power lies between their values.
+ * - HOLD_AVERAGED: as HOLD, each value an average over up to LAG_NS before its instant (A100/H100
+ *   average 25 ms of every 100 ms). Which reading holds is decided by the energy counter
+ *   (./fusion.ts). Times are ns relative to the ring's epoch, power mW, energy mJ.
  */
 
 import {
@@ -68,11 +64,7 @@ export class PowerReadings {
    * the read before one change to the read that showed the next change holds two refreshes.
    */
   refreshUpperNs = Number.POSITIVE_INFINITY;
-  /**
-   * Two changes this close (ns; the ring's owner sets it: 2.5 sampler periods) show a sensor that
-   * refreshes about as often as it is read, whatever repeats it shows (a noisy reading may repeat
-   * by chance).
-   */
+  /** Two changes this close (ns; set by the ring's owner) show a sensor as fresh as its reads. */
   freshWithinNs = 0;
   /** The shortest run of identical readings between two changes (ns), for diagnosis. */
   shortestRunNs = Number.POSITIVE_INFINITY;
@@ -125,10 +117,7 @@ export class PowerReadings {
     this.head = k + 1;
   }
 
-  /**
-   * Whether the sensor refreshes about as often as it is read: no run of repeated readings ever
-   * ended in a change, or two changes came within freshWithinNs.
-   */
+  /** Whether the sensor refreshes as often as it is read (a noisy one may repeat by chance). */
   fresh(): boolean {
     return !this.repeatsSeen || this.refreshUpperNs <= this.freshWithinNs;
   }
@@ -166,22 +155,6 @@ export class PowerReadings {
       else b = mid - 1;
     }
     return a;
-  }
-
-  /**
-   * Whether every reading held from the last at or before `from` to the first after `to` is the
-   * same value (no failed read): nothing in between can have been shaped by a sensor's lag.
-   */
-  flat(from: number, to: number): boolean {
-    let k = this.indexAtOrBefore(from);
-    if (k < 0) return false;
-    const v = this.mwOf(k);
-    if (!Number.isFinite(v)) return false;
-    for (k += 1; k < this.head; k++) {
-      if (this.mwOf(k) !== v) return false;
-      if (this.atOf(k) > to) return true;
-    }
-    return false;
   }
 
   /** Whether reading k is still held. */
@@ -413,24 +386,6 @@ export class SensorJudge {
 
   evidence(model: SensorModel): GainEvidence {
     return this.byModel[model] as GainEvidence;
-  }
-
-  /**
-   * The reading of the sensor that may bound energy between reads: a continuous one where the
-   * counter supports it and the sensor has shown it refreshes about as often as it is read
-   * (PowerReadings.fresh); else the held and averaging one, where the counter supports it. A sensor that
-   * holds its readings shows what it saw late: read as continuous, a burst it shows after an edge
-   * would be placed after it; held and averaged, each reading stands for the power over the time
-   * it may describe. Null: none may.
-   */
-  bounding(): SensorModel | null {
-    if (this.steps === 0) return null;
-    const continuous = this.byModel[CONTINUOUS] as GainEvidence;
-    if (this.power.fresh() && continuous.consistent()) return CONTINUOUS;
-    // Held: each reading may be an average over up to LAG_NS before its refresh (A100/H100 average
-    // 25 ms of every 100 ms), so only the held and averaging reading bounds.
-    const averaged = this.byModel[HOLD_AVERAGED] as GainEvidence;
-    return averaged.consistent() ? HOLD_AVERAGED : null;
   }
 
   /** The sensor model the counter supports now; null before any step, or when none holds. */
