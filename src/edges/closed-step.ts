@@ -42,6 +42,8 @@ export interface FusedCounter {
   readonly anchorBase: number;
   readonly aValue: readonly number[];
   readonly aK: readonly number[];
+  /** Each update's raw read interval starts (ns): the read before its value was first seen. */
+  readonly aLo: readonly number[];
   readonly copy: SampleCopy;
   readonly s: Sample;
   readonly power: PowerReadings;
@@ -317,6 +319,10 @@ export class ClosedSteps {
   at(t: number, kA: number, out: FusedTarget): FusedOutcome {
     const n = this.f.anchorAt[kA % this.f.ring.capacity] ?? -1;
     if (n < 0 || n < this.f.anchorBase) return "no energy counter reading before the edge";
+    // No update read wholly after t yet (the newest began before it): wait, at the cost of a look.
+    const newest = this.f.anchorBase + this.f.aValue.length - 1;
+    if (this.f.seg(newest) === this.f.seg(n) && (this.f.aLo[newest - this.f.anchorBase] as number) < t)
+      return false;
     // Every edge is bounded inside a step the counter has closed: the readings only where the
     // step's total checks them (a burst they missed, before or after the edge, shows as a step
     // that disagrees with them, not as a tight bar around the wrong figure), and the counter alone

@@ -59,7 +59,8 @@ export class CounterFusion {
   // Anchors by global number − anchorBase: the counter's value, its raw window, its run (segment).
   /** @internal (./closed-step.ts) */
   aValue: number[] = [];
-  private aLo: number[] = [];
+  /** @internal (./closed-step.ts) */
+  aLo: number[] = [];
   private aHi: number[] = [];
   private aSeg: number[] = [];
   /** Each anchor's read index and the duration of its read (ns); read by ./closed-step.ts. */
