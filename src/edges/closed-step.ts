@@ -121,7 +121,8 @@ export class ClosedSteps {
    * energy since; from the update after, its value less the readings' energy until it. Where the
    * readings missed energy (a burst between reads) or counted some not drawn, the two differ by
    * it, and which side of t it lay on nothing says: E(t) lies in the hull of the two, not their
-   * intersection (a held sensor's lag splits it across t too, but such readings never bound).
+   * intersection. A held sensor's lag would split it across t; held readings bound only as held
+   * and averaged, each standing for the power over the time it may describe (boundingModel).
    * The estimate: the readings' energy from the update before, plus what the step's total says
    * they missed, placed where the readings are unsure (the counter fixes the total, power the
    * shape).
@@ -372,11 +373,13 @@ export class ClosedSteps {
     out.errMj = Math.max(x - r.lo, r.hi - x);
     return true;
   }
+
   /**
    * Bounds on the energy between two instants from the power readings alone (mJ), where the
-   * counter has closed the steps over them and their readings may bound (readingsBound), widened
-   * by what the readings leave unexplained of each of those steps; null otherwise. `kA` is the last sample at or before `x`. For spans
-   * shorter than a step, this beats the difference of two edges.
+   * counter has closed the steps over them and their readings may bound (boundingBasis), widened
+   * by what the readings leave unexplained of each of those steps; null otherwise. `kA` is the
+   * last sample at or before `x`. For spans shorter than a step, this beats the difference of two
+   * edges.
    */
   between(x: number, y: number, kA: number): { lo: number; hi: number } | null {
     const n = this.f.anchorAt[kA % this.f.ring.capacity] ?? -1;
