@@ -203,10 +203,7 @@ export class CounterFusion {
         if (!first)
           this.cadence.push(this.aLo[n - this.anchorBase] as number, this.aHi[n - this.anchorBase] as number);
         this.anchorAt[k % ring.capacity] = n;
-        if (!first) {
-          this.checkStep(n - 2);
-          this.checkShape(n - 2);
-        }
+        if (!first) this.checkStep(n - 2);
         this.trimAnchors();
       } else {
         const i = this.aValue.length - 1;
@@ -380,34 +377,25 @@ export class CounterFusion {
   }
 
   /**
-   * Checks the step from anchor n to n + 1 against each sensor model: the counter's difference
-   * must lie between the least energy the readings allow inside the step and the most they allow
-   * over it, times one gain common to the recent steps.
+   * Checks the closed step from anchor n to n + 1: against each sensor model (the counter's
+   * difference must lie between the least energy the readings allow inside the step and the most
+   * they allow over it, times one gain common to the recent steps), and against each lag of the
+   * readings' shape (./shape.ts), which the estimate uses whatever the power is.
    */
   private checkStep(n: number): void {
-    if (!this.usePower || n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
+    if (n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
     const a = this.locked(n, this.stepA);
-    const b = this.locked(n + 1, this.stepB);
     if (!Number.isFinite(a.lo)) return;
-    const dv =
-      (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
+    const b = this.locked(n + 1, this.stepB);
+    const dv = this.valueOf(n + 1) - this.valueOf(n);
+    this.shape.check(dv, (a.lo + a.hi) / 2, (b.lo + b.hi) / 2);
+    if (!this.usePower) return;
     this.judge.check(dv, a, b);
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
     if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
       this.fresh.check(dv, this.readWindow(n, this.windowA), this.readWindow(n + 1, this.windowB));
     }
-  }
-
-  /** Scores the shape's lags on the step from anchor n to n + 1 (./shape.ts). */
-  private checkShape(n: number): void {
-    if (n < this.anchorBase || this.seg(n) !== this.seg(n + 1)) return;
-    const a = this.locked(n, this.stepA);
-    if (!Number.isFinite(a.lo)) return;
-    const b = this.locked(n + 1, this.stepB);
-    const dv =
-      (this.aValue[n + 1 - this.anchorBase] as number) - (this.aValue[n - this.anchorBase] as number);
-    this.shape.check(dv, (a.lo + a.hi) / 2, (b.lo + b.hi) / 2);
   }
 
   private trimAnchors(): void {

@@ -23,6 +23,8 @@ const KEEP = 64;
 export class CounterStaleness {
   private readonly spanNs = new Float64Array(KEEP);
   private steps = 0;
+  /** The longest of the spans kept (recomputed as they change, not at every read). */
+  private longest = 0;
   /** The longest stand that went on without a fault, or was a fault where reads could not judge it. */
   private stood = 0;
 
@@ -34,8 +36,19 @@ export class CounterStaleness {
   step(prevLo: number, prevHi: number, lo: number, hi: number): void {
     if (!Number.isFinite(prevLo)) return;
     if (!this.placed(prevLo, prevHi, lo, hi)) return;
-    this.spanNs[this.steps % KEEP] = hi - prevLo;
+    const slot = this.steps % KEEP;
+    const dropped = this.spanNs[slot] as number;
+    const span = hi - prevLo;
+    this.spanNs[slot] = span;
     this.steps += 1;
+    if (span >= this.longest) this.longest = span;
+    else if (dropped >= this.longest) {
+      // The longest left the window: the longest of those kept.
+      let most = 0;
+      const n = Math.min(this.steps, KEEP);
+      for (let i = 0; i < n; i++) most = Math.max(most, this.spanNs[i] as number);
+      this.longest = most;
+    }
   }
 
   /** Whether the reads place a step's two updates well (see step). */
@@ -47,10 +60,7 @@ export class CounterStaleness {
   /** How far before a read its value can date from (ns); +∞ while too few steps were placed. */
   bound(): number {
     if (this.steps < MIN_STEPS) return Number.POSITIVE_INFINITY;
-    let most = this.stood;
-    const n = Math.min(this.steps, KEEP);
-    for (let i = 0; i < n; i++) most = Math.max(most, this.spanNs[i] as number);
-    return MARGIN * most;
+    return MARGIN * Math.max(this.longest, this.stood);
   }
 
   /**
