@@ -13,6 +13,7 @@ import {
   type Basis,
   CONTINUOUS,
   COUNTER_ONLY,
+  type GainEvidence,
   HOLD_AVERAGED,
   LAG_NS,
   type PowerReadings,
@@ -22,6 +23,7 @@ import {
 import type { SampleCopy } from "./sample-copy.js";
 import type { PowerShape } from "./shape.js";
 import type { CounterStaleness } from "./staleness.js";
+import { CALIBRATION_LIMITS } from "./step-judge.js";
 import { anchorAfter, anchorBefore, anchorBound, type Bound, type EnergyBound } from "./uncertainty.js";
 
 /** Where CounterFusion.at writes the fused energy at an instant (RingEdge has these fields). */
@@ -419,8 +421,18 @@ export class ClosedSteps {
  */
 export function boundingModel(judge: SensorJudge, power: PowerReadings): SensorModel | null {
   if (judge.steps === 0) return null;
-  if (power.fresh() && judge.evidence(CONTINUOUS).consistent()) return CONTINUOUS;
-  return judge.evidence(HOLD_AVERAGED).consistent() ? HOLD_AVERAGED : null;
+  if (power.fresh() && calibrated(judge.evidence(CONTINUOUS))) return CONTINUOUS;
+  return calibrated(judge.evidence(HOLD_AVERAGED)) ? HOLD_AVERAGED : null;
+}
+
+/**
+ * Whether the steps agree on a gain a calibration can have (CALIBRATION_LIMITS). A sensor the
+ * counter finds 1.6 times short has missed what it did not see (bursts between a held point
+ * sample's refreshes); the gain that makes up for it on average says nothing of where, and the
+ * readings place nothing.
+ */
+function calibrated(e: GainEvidence): boolean {
+  return e.consistent() && e.gainLo >= CALIBRATION_LIMITS[0] && e.gainHi <= CALIBRATION_LIMITS[1];
 }
 
 /**
