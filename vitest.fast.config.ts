@@ -14,6 +14,7 @@ export const FAST_SUITES = [
   "test/energy-total.test.ts",
   "test/ledger.test.ts",
   "test/node.test.ts",
+  "test/layout.test.ts",
   "test/ring-track.test.ts",
   "test/smi.clock.test.ts",
   "test/smi.parse.test.ts",

@@ -3,7 +3,8 @@
 //   1. installed as a dependency, with an addon that loads (the prebuild for this platform, or one
 //      an earlier install built): nothing to do, nothing compiled, nothing printed;
 //   2. a development checkout (src/ and test/ beside scripts/): builds the addon and the test
-//      doubles with cmake-js, unless they are built;
+//      doubles with cmake-js, unless they are built, and bundles src/ into dist/ (tsup), so that
+//      `npm run demo`, the examples and the command-line tools run after `npm ci` alone;
 //   3. otherwise, with a toolchain: builds the addon from source with cmake-js. A toolchain is cmake,
 //      make or ninja, and a C++ compiler on PATH, and cmake-js and node-addon-api where this package
 //      can resolve them (a consumer adds both: BUILD_FROM_SOURCE below);
@@ -84,22 +85,48 @@ function build(cmakeJs, args) {
   return result.status === 0 ? null : result.error ? result.error.message : `exit ${result.status}`;
 }
 
+/** A checkout: the addon and the test doubles, unless built. */
+function buildCheckout() {
+  if (existsSync(join(root, "build", "Release", "giul.node"))) return;
+  const tools = toolchain();
+  if (tools.missing.length > 0 || tools.cmakeJs === null) {
+    console.log(`giul: cannot build the addon and the test doubles (missing: ${tools.missing.join(", ")})`);
+    return;
+  }
+  console.log("giul: building the addon and the test doubles with cmake-js");
+  const failed = build(tools.cmakeJs, []);
+  if (failed !== null)
+    console.warn(`giul: the build failed (${failed}); fix it and run \`npm run build:native\``);
+}
+
+/** A checkout: dist/ from src/, every time (a pull may have changed src/); quiet unless it fails. */
+function bundle() {
+  if (resolves("tsup") === null) {
+    console.log("giul: tsup is not installed (dev dependencies omitted?): dist/ not built");
+    return;
+  }
+  console.log("giul: bundling src/ into dist/ (npm run build:ts)");
+  const npm = process.env.npm_execpath;
+  const [command, args] =
+    npm !== undefined && /\.[cm]?js$/.test(npm)
+      ? [process.execPath, [npm, "run", "build:ts"]]
+      : ["npm", ["run", "build:ts"]];
+  const result = spawnSync(command, args, { cwd: root, encoding: "utf8" });
+  if (result.status !== 0) {
+    process.stderr.write(`${result.stdout ?? ""}${result.stderr ?? ""}`);
+    const why = result.error ? result.error.message : `exit ${result.status}`;
+    console.warn(`giul: bundling failed (${why}); fix it and run \`npm run build:ts\``);
+  }
+}
+
 const FALLBACK = "giul runs on its pure-TS paths (nvidia-smi, remote giul-agent)";
 
 function main() {
   if (process.env.GIUL_SKIP_INSTALL_BUILD === "1") return;
   const checkout = existsSync(join(root, "src")) && existsSync(join(root, "test"));
   if (checkout) {
-    if (existsSync(join(root, "build", "Release", "giul.node"))) return;
-    const tools = toolchain();
-    if (tools.missing.length > 0 || tools.cmakeJs === null) {
-      console.log(`giul: cannot build the addon and the test doubles (missing: ${tools.missing.join(", ")})`);
-      return;
-    }
-    console.log("giul: building the addon and the test doubles with cmake-js");
-    const failed = build(tools.cmakeJs, []);
-    if (failed !== null)
-      console.warn(`giul: the build failed (${failed}); fix it and run \`npm run build:native\``);
+    buildCheckout();
+    bundle();
     return;
   }
 

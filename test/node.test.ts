@@ -108,16 +108,37 @@ describe("Node validation", () => {
     expect(e.message).toMatch(/more than any card draws/);
   });
 
-  it("takes a global or sticky servingMatch without the flag, so that every test() agrees", async () => {
-    const { matchesServing } = await import("../src/contention.js");
-    for (const re of [/vllm/g, /vllm/gy, /vllm/y]) {
-      const match = resolveNode({ ...base, servingMatch: re }).servingMatch as RegExp;
-      expect(match.global || match.sticky).toBe(false);
-      expect(match.source).toBe("vllm");
-      // Stateful flags would make alternate calls disagree on the same name.
-      const names = ["vllm", "vllm", "python -m vllm", "vllm"];
-      expect(names.map((n) => matchesServing(match, n))).toEqual([true, true, true, true]);
+  it("refuses a global or sticky servingMatch, naming the field and the RegExp to give instead", () => {
+    for (const [re, fixed] of [
+      [/vllm/g, "/vllm/"],
+      [/vllm/gy, "/vllm/"],
+      [/vllm/y, "/vllm/"],
+      [/vllm/gi, "/vllm/i"],
+    ] as const) {
+      expect(fieldOf({ ...base, servingMatch: re })).toBe("node.servingMatch");
+      expect(() => resolveNode({ ...base, servingMatch: re })).toThrow(
+        new RegExp(`keeps lastIndex.*\\(${fixed.replace(/\//g, "\\/")}\\)$`),
+      );
     }
-    expect(resolveNode({ ...base, servingMatch: /vllm/gi }).servingMatch).toEqual(/vllm/i);
+  });
+
+  it("refuses null where the field has no null (isLocal: null is not true), and -0 for a card or a floor", () => {
+    for (const key of [
+      "isLocal",
+      "timeoutMs",
+      "contentionIgnore",
+      "contentionFloorMib",
+      "contentionIntervalMs",
+    ])
+      expect(fieldOf({ ...base, [key]: null })).toBe(`node.${key}`);
+    expect(() => resolveNode({ ...base, isLocal: null } as unknown as Node)).toThrow(/got null/);
+    expect(fieldOf({ ...base, idleW: -0 })).toBe("node.idleW");
+    expect(() => resolveNode({ ...base, idleW: -0 })).toThrow(/got -0/);
+    expect(fieldOf({ ...base, gpuIndex: -0 })).toBe("node.gpuIndex");
+    expect(fieldOf({ ...base, gpuIndex: [1, -0] })).toBe("node.gpuIndex[1]");
+    expect(fieldOf({ ...base, idleW: [30, -0], gpuIndex: [0, 1] })).toBe("node.idleW[1]");
+    // What the fields take still passes: null where null is allowed, +0 as a card and a floor.
+    const ok = resolveNode({ ...base, idleW: 0, gpuIndex: 0, servingMatch: null, powerEndpoint: null });
+    expect([ok.idleW, ok.gpuIndex, ok.isLocal, ok.servingMatch]).toEqual([0, 0, true, null]);
   });
 });

@@ -86,7 +86,7 @@ describe.runIf(ready)("giul-proxy CLI", () => {
       [[...up, "--idle-w", "60", "--serving-match", ""], /--serving-match needs a process name/],
       [[...up, "--idle-w", "60", "--period-ms", "5000"], /--period-ms must be from 1 to 1000/],
       [[...up, "--idle-w", "60", "--log", join(dir, "no", "such", "dir.ndjson")], /--log .*cannot append/],
-      [[...up, "--idle-w", "60", "--nope"], /unknown argument "--nope"/],
+      [[...up, "--idle-w", "60", "--nope"], /unknown option --nope/],
       [[...up, "--node", join(dir, "missing.json")], /--node .*missing\.json/],
       [[...up, "--node", file("bad-idle.json", { idleW: "x" })], /node\.idleW: expected a finite number/],
       [

@@ -13,12 +13,10 @@
  * answering among thousands of sockets that send nothing. No input can crash it: every failure is
  * an HTTP status, and handler errors are 500.
  */
-import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
-import { join } from "node:path";
 import { CARD_UUID } from "../rules/node.js";
-import { packageRoot } from "../sources/native/binding.js";
+import { packageVersion } from "../sources/native/binding.js";
 import { debug } from "../vocabulary/debug.js";
 import { EDGE_AGE_HEADER, EDGE_AGE_MAX_NS } from "../vocabulary/wire.js";
 import { answerClientErrors, type ConnectionCounts, ConnectionGuard } from "./connections.js";
@@ -77,17 +75,6 @@ export interface Agent {
   close(): Promise<void>;
 }
 
-/** This package's version, for the `agent` field ("giul-node/<version>"). */
-export function agentVersion(): string {
-  try {
-    const parsed: unknown = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8"));
-    const version = (parsed as { version?: unknown }).version;
-    return typeof version === "string" ? version : "unknown";
-  } catch {
-    return "unknown";
-  }
-}
-
 const ROUTES = new Set(["/power", "/energy", "/metrics"]);
 const JSON_TYPE = "application/json; charset=utf-8";
 
@@ -134,7 +121,7 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
     pressureIdleMs: checkInt("pressureIdleTimeoutMs", options.pressureIdleTimeoutMs ?? 500, 1, 3_600_000),
   });
   const warn = options.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
-  const version = agentVersion();
+  const version = packageVersion();
   const agentName = `giul-node/${version}`;
 
   const monitors = [...new Set(gpus)].map(

@@ -6,6 +6,7 @@
  */
 import { startAgent } from "../agent/server.js";
 import { forcedBackend } from "../select/index.js";
+import { type Flag, readCommandLine, UsageError, versionLine } from "./args.js";
 
 const USAGE = `Usage: giul-agent [--port 9402] [--host 127.0.0.1] [--gpu 0] [--period-ms 10]
 
@@ -17,12 +18,13 @@ Serves, read-only:
   GET /metrics   Prometheus text: power, energy, memory, utilization per GPU
 
 Options:
-  --port N        TCP port (default 9402; 0 picks a free one)
-  --host ADDR     address to bind (default 127.0.0.1). Bind the mesh address, not 0.0.0.0,
-                  unless the node is otherwise firewalled
-  --gpu N[,M…]    card index(es) to serve (default 0); /power?gpu=M (an index or UUID) picks another
-  --period-ms N   sampling period, 1..1000 ms (default 10)
-  -h, --help      print this help
+  -p, --port N        TCP port (default 9402; 0 picks a free one)
+      --host ADDR     address to bind (default 127.0.0.1). Bind the mesh address, not 0.0.0.0,
+                      unless the node is otherwise firewalled
+  -g, --gpu N[,M…]    card index(es) to serve (default 0); /power?gpu=M (an index or UUID) picks another
+      --period-ms N   sampling period, 1..1000 ms (default 10)
+  -h, --help          print this help
+      --version       print giul's version
 
 Environment:
   GIUL_NVML_LIBRARY, GIUL_NVIDIA_SMI, GIUL_BACKEND   as for giul-probe and the Meter
@@ -37,59 +39,53 @@ type Parsed =
       readonly periodMs: number;
     }
   | { readonly kind: "help" }
+  | { readonly kind: "version" }
   | { readonly kind: "bad"; readonly message: string };
 
-function intArg(name: string, raw: string | undefined, min: number, max: number): number | string {
-  if (raw === undefined || !/^\d+$/.test(raw)) return `${name} needs an integer, got ${JSON.stringify(raw)}`;
+const FLAGS: Readonly<Record<string, Flag>> = {
+  port: { type: "string", short: "p" },
+  host: { type: "string" },
+  gpu: { type: "string", short: "g" },
+  "period-ms": { type: "string" },
+};
+
+function intArg(name: string, raw: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw)) throw new UsageError(`${name} needs an integer, got ${JSON.stringify(raw)}`);
   const n = Number(raw);
-  if (n < min || n > max) return `${name} must be from ${min} to ${max}, got ${n}`;
+  if (n < min || n > max) throw new UsageError(`${name} must be from ${min} to ${max}, got ${n}`);
   return n;
 }
 
 export function parseArgs(args: readonly string[]): Parsed {
-  let port = 9402;
-  let host = "127.0.0.1";
-  let gpus = [0];
-  let periodMs = 10;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    const eq = arg.indexOf("=");
-    const flag = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
-    const inline = arg.startsWith("--") && eq > 0 ? arg.slice(eq + 1) : undefined;
-    const value = () => (inline !== undefined ? inline : args[++i]);
-    if (flag === "-h" || flag === "--help") return { kind: "help" };
-    if (flag === "--port") {
-      const n = intArg("--port", value(), 0, 65535);
-      if (typeof n === "string") return { kind: "bad", message: n };
-      port = n;
-    } else if (flag === "--host") {
-      const v = value();
-      if (v === undefined || v === "") return { kind: "bad", message: "--host needs an address" };
-      host = v;
-    } else if (flag === "--gpu") {
-      const v = value() ?? "";
-      const list: number[] = [];
-      for (const part of v.split(",")) {
-        const n = intArg("--gpu", part.trim(), 0, 1023);
-        if (typeof n === "string") return { kind: "bad", message: n };
-        list.push(n);
-      }
-      gpus = list;
-    } else if (flag === "--period-ms") {
-      const n = intArg("--period-ms", value(), 1, 1000);
-      if (typeof n === "string") return { kind: "bad", message: n };
-      periodMs = n;
-    } else {
-      return { kind: "bad", message: `unknown argument ${JSON.stringify(arg)}` };
-    }
+  const line = readCommandLine(args, FLAGS);
+  if (line.kind !== "parsed") return line;
+  try {
+    const port = line.text("port");
+    const host = line.text("host");
+    if (host === "") throw new UsageError("--host needs an address");
+    const gpu = line.text("gpu");
+    const period = line.text("period-ms");
+    return {
+      kind: "run",
+      port: port === undefined ? 9402 : intArg("--port", port, 0, 65535),
+      host: host ?? "127.0.0.1",
+      gpus: gpu === undefined ? [0] : gpu.split(",").map((part) => intArg("--gpu", part.trim(), 0, 1023)),
+      periodMs: period === undefined ? 10 : intArg("--period-ms", period, 1, 1000),
+    };
+  } catch (error) {
+    if (error instanceof UsageError) return { kind: "bad", message: error.message };
+    throw error;
   }
-  return { kind: "run", port, host, gpus, periodMs };
 }
 
 export async function main(args: readonly string[]): Promise<number> {
   const parsed = parseArgs(args);
   if (parsed.kind === "help") {
     process.stdout.write(USAGE);
+    return 0;
+  }
+  if (parsed.kind === "version") {
+    process.stdout.write(versionLine("giul-agent"));
     return 0;
   }
   if (parsed.kind === "bad") {

@@ -16,6 +16,7 @@ import type { Track } from "../track/track.js";
 import { whileAlive } from "../vocabulary/alive.js";
 import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
+import { type Flag, readCommandLine, versionLine } from "./args.js";
 
 const USAGE = `Usage: giul-probe [--json]
        giul-probe --idle [--gpu N[,N…]] [--seconds 30] [--json]
@@ -39,13 +40,15 @@ compute process is on it (refused, exit 2, if one is resident or appears), as th
 card's Node (idleW). giul never applies it by itself.
 
 Options:
-  --json         print one JSON object instead of text
-  --idle         measure the idle draw of a card
-  --watch        print each card's power and energy since start, every second
-  --demo         meter a few requests on a simulated card and print their records
-  --gpu N        the card to measure (--idle: a list, default every card; --watch: default every card)
-  --seconds S    how long to measure (1..3600, default 30)
-  -h, --help     print this help
+  -j, --json         print one JSON object instead of text
+      --idle         measure the idle draw of a card
+      --watch        print each card's power and energy since start, every second
+      --demo         meter a few requests on a simulated card and print their records
+  -g, --gpu N        the card to measure (--idle: a list, default every card; --watch: default
+                     every card)
+  -s, --seconds S    how long to measure (1..3600, default 30)
+  -h, --help         print this help
+      --version      print giul's version
 
 Environment:
   GIUL_NVML_LIBRARY   load this file instead of libnvidia-ml.so.1
@@ -80,65 +83,52 @@ type Parsed =
   | { readonly kind: "watch"; readonly gpu: number | null }
   | { readonly kind: "demo"; readonly json: boolean }
   | { readonly kind: "help" }
+  | { readonly kind: "version" }
   | { readonly kind: "bad"; readonly message: string };
 
+const FLAGS: Readonly<Record<string, Flag>> = {
+  json: { type: "boolean", short: "j" },
+  idle: { type: "boolean" },
+  watch: { type: "boolean" },
+  demo: { type: "boolean" },
+  gpu: { type: "string", short: "g" },
+  seconds: { type: "string", short: "s" },
+};
+
 export function parseArgs(args: readonly string[]): Parsed {
-  let json = false;
-  let idle = false;
-  let watch = false;
-  let demo = false;
-  let gpu: number | null = null;
-  let gpus: number[] | null = null;
-  let seconds: number | null = null;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    if (arg === "--json") json = true;
-    else if (arg === "--idle") idle = true;
-    else if (arg === "--watch") watch = true;
-    else if (arg === "--demo") demo = true;
-    else if (arg === "-h" || arg === "--help") return { kind: "help" };
-    else if (arg === "--gpu" || arg === "--seconds") {
-      const raw = args[++i];
-      const list = arg === "--gpu" && raw !== undefined && raw.includes(",") ? raw.split(",") : [raw ?? ""];
-      const values = list.map((v) => (v.trim() === "" ? Number.NaN : Number(v)));
-      const value = values[0] as number;
-      if (arg === "--gpu" && !values.every((v) => Number.isInteger(v) && v >= 0 && v <= 1023)) {
-        return {
-          kind: "bad",
-          message: `giul-probe: --gpu expects a card index from 0 to 1023 (or, with --idle, a comma-separated list), got ${JSON.stringify(raw ?? "")}`,
-        };
-      }
-      if (arg === "--gpu") gpus = values;
-      if (arg === "--seconds" && !(Number.isFinite(value) && value >= 1 && value <= 3600)) {
-        return {
-          kind: "bad",
-          message: `giul-probe: --seconds expects a number from 1 to 3600, got ${JSON.stringify(raw ?? "")}`,
-        };
-      }
-      if (arg === "--gpu") gpu = value;
-      else seconds = value;
-    } else return { kind: "bad", message: `giul-probe: unknown argument ${JSON.stringify(arg)}` };
+  const line = readCommandLine(args, FLAGS);
+  const bad = (message: string): Parsed => ({ kind: "bad", message: `giul-probe: ${message}` });
+  if (line.kind === "bad") return bad(line.message);
+  if (line.kind !== "parsed") return line;
+  const json = line.on("json");
+  const [idle, watch, demo] = [line.on("idle"), line.on("watch"), line.on("demo")];
+  const rawGpu = line.text("gpu");
+  const rawSeconds = line.text("seconds");
+  const number = (v: string) => (v.trim() === "" ? Number.NaN : Number(v));
+  const gpus = rawGpu === undefined ? null : rawGpu.split(",").map(number);
+  if (gpus !== null && !gpus.every((v) => Number.isInteger(v) && v >= 0 && v <= 1023)) {
+    return bad(
+      `--gpu expects a card index from 0 to 1023 (or, with --idle, a comma-separated list), got ${JSON.stringify(rawGpu)}`,
+    );
   }
-  if ([idle, watch, demo].filter(Boolean).length > 1) {
-    return { kind: "bad", message: "giul-probe: --idle, --watch and --demo are different runs: pick one" };
-  }
+  const seconds = rawSeconds === undefined ? null : number(rawSeconds);
+  if (seconds !== null && !(Number.isFinite(seconds) && seconds >= 1 && seconds <= 3600))
+    return bad(`--seconds expects a number from 1 to 3600, got ${JSON.stringify(rawSeconds)}`);
+  const gpu = gpus === null ? null : (gpus[0] as number);
+  if ([idle, watch, demo].filter(Boolean).length > 1)
+    return bad("--idle, --watch and --demo are different runs: pick one");
   if (demo) {
-    if (gpu !== null || seconds !== null)
-      return { kind: "bad", message: "giul-probe: --demo takes only --json" };
+    if (gpus !== null || seconds !== null) return bad("--demo takes only --json");
     return { kind: "demo", json };
   }
   if (!idle && gpus !== null && gpus.length > 1)
-    return {
-      kind: "bad",
-      message: "giul-probe: a list of cards goes with --idle (--watch shows every card)",
-    };
+    return bad("a list of cards goes with --idle (--watch shows every card)");
   if (watch) {
-    if (seconds !== null) return { kind: "bad", message: "giul-probe: --seconds goes with --idle" };
+    if (seconds !== null) return bad("--seconds goes with --idle");
     return { kind: "watch", gpu };
   }
-  if (!idle && (gpu !== null || seconds !== null)) {
-    return { kind: "bad", message: "giul-probe: --gpu and --seconds go with --idle or --watch" };
-  }
+  if (!idle && (gpus !== null || seconds !== null))
+    return bad("--gpu and --seconds go with --idle or --watch");
   return idle ? { kind: "idle", json, gpus, seconds: seconds ?? 30 } : { kind: "run", json };
 }
 
@@ -436,6 +426,10 @@ export async function main(args: readonly string[]): Promise<number> {
   const parsed = parseArgs(args);
   if (parsed.kind === "help") {
     process.stdout.write(USAGE);
+    return 0;
+  }
+  if (parsed.kind === "version") {
+    process.stdout.write(versionLine("giul-probe"));
     return 0;
   }
   if (parsed.kind === "bad") {

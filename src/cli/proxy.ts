@@ -13,6 +13,7 @@ import { type MeteringProxy, startProxy } from "../proxy/server.js";
 import { type Node, resolveNode } from "../rules/node.js";
 import { probeHost } from "../select/host.js";
 import { isGiulError } from "../vocabulary/errors.js";
+import { type Flag, readCommandLine, versionLine } from "./args.js";
 
 const USAGE = `Usage: giul-proxy --upstream URL --idle-w W [--gpu N] [options]
 
@@ -25,38 +26,41 @@ among the requests in flight. Clients get each answer's energy with the answer:
                      and the same fields as HTTP trailers
 
 Required:
-  --upstream URL        the inference server, e.g. http://127.0.0.1:8000
-  --idle-w W            the card's idle draw in watts, measured by you (or idleW in --node);
-                        one per card, comma-separated, with several cards (or one for all)
+  -u, --upstream URL      the inference server, e.g. http://127.0.0.1:8000
+      --idle-w W          the card's idle draw in watts, measured by you (or idleW in --node);
+                          one per card, comma-separated, with several cards (or one for all)
 Card:
-  --gpu N               card index or UUID (default 0, or gpuIndex in --node); a tensor-parallel
-                        server: every card it runs on, --gpu 0,1,2,3, or --gpu all (every card
-                        NVML sees). Each answer is charged its share on every card, summed;
-                        the header x-energy-cards and the record's cards list each card
-  --node FILE           a JSON file of Node fields (name, gpuIndex, idleW, isLocal, powerEndpoint,
-                        servingMatch, contentionIgnore, contentionFloorMib, …); flags override it
-  --serving-match S     the server's process name (substring): other compute processes on the
-                        card make a window contended
-  --hint J              joules per 1,000 completion tokens, to estimate what cannot be measured
-  --period-ms N         sampling period, 1..1000 ms (default ${DEFAULT_PERIOD_MS})
+  -g, --gpu N             card index or UUID (default 0, or gpuIndex in --node); a tensor-
+                          parallel server: every card it runs on, --gpu 0,1,2,3, or --gpu all
+                          (every card NVML sees). Each answer is charged its share on every
+                          card, summed; the header x-energy-cards and the record's cards list
+                          each card
+      --node FILE         a JSON file of Node fields (name, gpuIndex, idleW, isLocal,
+                          powerEndpoint, servingMatch, contentionIgnore, contentionFloorMib, …);
+                          flags override it
+      --serving-match S   the server's process name (substring): other compute processes on
+                          the card make a window contended
+      --hint J            joules per 1,000 completion tokens, to estimate what cannot be measured
+      --period-ms N       sampling period, 1..1000 ms (default ${DEFAULT_PERIOD_MS})
 Listening:
-  --listen HOST:PORT    default 127.0.0.1:9410. Bind a private address, not 0.0.0.0, unless
-                        the host is otherwise firewalled
-  --admin HOST:PORT|off GET /metrics and /healthz (default 127.0.0.1:9411)
+  -l, --listen HOST:PORT  default 127.0.0.1:9410. Bind a private address, not 0.0.0.0, unless
+                          the host is otherwise firewalled
+      --admin HOST:PORT|off  GET /metrics and /healthz (default 127.0.0.1:9411)
 Output:
-  --log FILE|-          one NDJSON record per request, appended (SIGHUP reopens the file)
-  --inject-usage        also add usage.energy to non-streamed JSON answers
+      --log FILE|-        one NDJSON record per request, appended (SIGHUP reopens the file)
+      --inject-usage      also add usage.energy to non-streamed JSON answers
 Limits (defaults):
-  --max-body-bytes N           request bodies (413 above) and JSON answers buffered (16777216)
-  --max-header-bytes N         request heads (431 above) (16384)
-  --max-connections N          client connections (1024)
-  --upstream-timeout-ms N      the upstream may send nothing this long (600000)
-  --connect-timeout-ms N       connecting to the upstream (5000)
-  --client-stall-timeout-ms N  a client may stop reading this long (60000)
-  --headers-timeout-ms N       a request's head must arrive within (10000)
-  --request-timeout-ms N       a request's body must arrive within (60000)
-  --keep-alive-timeout-ms N    idle client connections are closed after (5000)
-  -h, --help                   print this help
+      --max-body-bytes N           request bodies (413 above) and JSON answers buffered (16777216)
+      --max-header-bytes N         request heads (431 above) (16384)
+      --max-connections N          client connections (1024)
+      --upstream-timeout-ms N      the upstream may send nothing this long (600000)
+      --connect-timeout-ms N       connecting to the upstream (5000)
+      --client-stall-timeout-ms N  a client may stop reading this long (60000)
+      --headers-timeout-ms N       a request's head must arrive within (10000)
+      --request-timeout-ms N       a request's body must arrive within (60000)
+      --keep-alive-timeout-ms N    idle client connections are closed after (5000)
+  -h, --help                       print this help
+      --version                    print giul's version
 
 Environment: GIUL_NVML_LIBRARY, GIUL_NVIDIA_SMI, GIUL_BACKEND as for giul-probe and the Meter.
 `;
@@ -70,13 +74,13 @@ type Parsed =
       readonly flags: Record<string, unknown>;
     }
   | { readonly kind: "help" }
+  | { readonly kind: "version" }
   | { readonly kind: "bad"; readonly message: string };
 
 class Bad extends Error {}
 
-function int(flag: string, raw: string | undefined, min: number, max: number): number {
-  if (raw === undefined || !/^\d+$/.test(raw))
-    throw new Bad(`${flag} needs an integer, got ${JSON.stringify(raw)}`);
+function int(flag: string, raw: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw)) throw new Bad(`${flag} needs an integer, got ${JSON.stringify(raw)}`);
   const n = Number(raw);
   if (n < min || n > max) throw new Bad(`${flag} must be from ${min} to ${max}, got ${n}`);
   return n;
@@ -90,11 +94,11 @@ function number(flag: string, raw: string | undefined, what: string): number {
 }
 
 /** HOST:PORT, [V6]:PORT, :PORT or PORT. */
-function address(flag: string, raw: string | undefined, host: string): { host: string; port: number } {
-  const m = raw === undefined ? null : /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]]*):)?(\d+)$/.exec(raw);
+function address(flag: string, raw: string, host: string): { host: string; port: number } {
+  const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]]*):)?(\d+)$/.exec(raw);
   if (m === null) throw new Bad(`${flag} needs HOST:PORT, got ${JSON.stringify(raw)}`);
   const given = (m[1] ?? "").replace(/^\[(.*)\]$/, "$1");
-  return { host: given === "" ? host : given, port: int(flag, m[2], 0, 65535) };
+  return { host: given === "" ? host : given, port: int(flag, m[2] ?? "", 0, 65535) };
 }
 
 const NODE_FLAGS: Record<string, string> = {
@@ -115,6 +119,19 @@ function readNode(file: string): Record<string, unknown> {
     throw new Bad(`--node ${file}: expected a JSON object of Node fields`);
   return parsed as Record<string, unknown>;
 }
+
+/** The limits, each a whole number in a range: flag name → the option it sets. */
+const LIMITS: Readonly<Record<string, { option: string; min: number; max: number }>> = {
+  "max-body-bytes": { option: "maxBodyBytes", min: 1, max: 1 << 30 },
+  "max-header-bytes": { option: "maxHeaderBytes", min: 1024, max: 1 << 20 },
+  "max-connections": { option: "maxConnections", min: 1, max: 1_000_000 },
+  "upstream-timeout-ms": { option: "upstreamTimeoutMs", min: 1, max: 86_400_000 },
+  "connect-timeout-ms": { option: "connectTimeoutMs", min: 1, max: 3_600_000 },
+  "client-stall-timeout-ms": { option: "clientStallTimeoutMs", min: 1, max: 86_400_000 },
+  "headers-timeout-ms": { option: "headersTimeoutMs", min: 1, max: 3_600_000 },
+  "request-timeout-ms": { option: "requestTimeoutMs", min: 1, max: 86_400_000 },
+  "keep-alive-timeout-ms": { option: "keepAliveTimeoutMs", min: 1, max: 3_600_000 },
+};
 
 /** `--gpu all`: every card NVML sees, listed when the proxy starts. */
 const ALL = "all";
@@ -160,28 +177,54 @@ async function everyCard(parsed: Extract<Parsed, { kind: "run" }>): Promise<Pars
   return parsed;
 }
 
+const STRING_FLAGS = [
+  "upstream",
+  "idle-w",
+  "gpu",
+  "node",
+  "serving-match",
+  "hint",
+  "period-ms",
+  "listen",
+  "admin",
+  "log",
+  ...Object.keys(LIMITS),
+] as const;
+
+const SHORT: Readonly<Record<string, string>> = { upstream: "u", gpu: "g", listen: "l" };
+
+const FLAGS: Readonly<Record<string, Flag>> = {
+  ...Object.fromEntries(
+    STRING_FLAGS.map((name) => [
+      name,
+      SHORT[name] === undefined ? { type: "string" } : { type: "string", short: SHORT[name] },
+    ]),
+  ),
+  "inject-usage": { type: "boolean" },
+};
+
 export function parseArgs(args: readonly string[]): Parsed {
+  const line = readCommandLine(args, FLAGS);
+  if (line.kind !== "parsed") return line;
   const o: Record<string, unknown> = {};
   const flags: Record<string, unknown> = {};
   let nodeFile: string | null = null;
   let log: string | null = null;
   try {
-    for (let i = 0; i < args.length; i++) {
-      const arg = args[i] as string;
-      const eq = arg.indexOf("=");
-      const flag = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
-      const inline = arg.startsWith("--") && eq > 0 ? arg.slice(eq + 1) : undefined;
-      const value = () => (inline !== undefined ? inline : args[++i]);
+    for (const name of new Set(line.order)) {
+      const flag = `--${name}`;
+      const raw = line.text(name) ?? "";
       const text = (what: string) => {
-        const v = value();
-        if (v === undefined || v === "") throw new Bad(`${flag} needs ${what}`);
-        return v;
+        if (raw === "") throw new Bad(`${flag} needs ${what}`);
+        return raw;
       };
-      switch (flag) {
-        case "-h":
-        case "--help":
-          return { kind: "help" };
-        case "--upstream": {
+      const limit = LIMITS[name];
+      if (limit !== undefined) {
+        o[limit.option] = int(flag, raw, limit.min, limit.max);
+        continue;
+      }
+      switch (name) {
+        case "upstream": {
           const v = text("a URL");
           try {
             upstreamUrl(v);
@@ -191,13 +234,13 @@ export function parseArgs(args: readonly string[]): Parsed {
           o.upstream = v;
           break;
         }
-        case "--idle-w": {
+        case "idle-w": {
           const list = text("the card's idle draw in watts (or one per card, comma-separated)").split(",");
           const idles = list.map((v) => number("--idle-w", v.trim(), "the card's idle draw in watts"));
           flags.idleW = idles.length === 1 ? idles[0] : idles;
           break;
         }
-        case "--gpu": {
+        case "gpu": {
           const v = text("a card index or UUID, a comma-separated list of them, or all");
           if (v === "all") {
             flags.gpuIndex = ALL;
@@ -212,70 +255,39 @@ export function parseArgs(args: readonly string[]): Parsed {
           flags.gpuIndex = indices.length === 1 ? indices[0] : indices;
           break;
         }
-        case "--node":
+        case "node":
           nodeFile = text("a JSON file");
           break;
-        case "--serving-match":
+        case "serving-match":
           flags.servingMatch = text("a process name");
           break;
-        case "--hint":
-          o.joulesPer1kHint = number("--hint", value(), "joules per 1,000 tokens");
+        case "hint":
+          o.joulesPer1kHint = number("--hint", raw, "joules per 1,000 tokens");
           break;
-        case "--period-ms":
-          o.periodMs = int("--period-ms", value(), 1, 1000);
+        case "period-ms":
+          o.periodMs = int("--period-ms", raw, 1, 1000);
           break;
-        case "--listen": {
-          const a = address("--listen", value(), "127.0.0.1");
+        case "listen": {
+          const a = address("--listen", raw, "127.0.0.1");
           o.host = a.host;
           o.port = a.port;
           break;
         }
-        case "--admin": {
-          const v = value();
-          if (v === "off") o.adminPort = null;
+        case "admin": {
+          if (raw === "off") o.adminPort = null;
           else {
-            const a = address("--admin", v, "127.0.0.1");
+            const a = address("--admin", raw, "127.0.0.1");
             o.adminHost = a.host;
             o.adminPort = a.port;
           }
           break;
         }
-        case "--log":
+        case "log":
           log = text("a file (or - for stdout)");
           break;
-        case "--inject-usage":
-          if (inline !== undefined) throw new Bad("--inject-usage takes no value");
+        case "inject-usage":
           o.injectUsage = true;
           break;
-        case "--max-body-bytes":
-          o.maxBodyBytes = int(flag, value(), 1, 1 << 30);
-          break;
-        case "--max-header-bytes":
-          o.maxHeaderBytes = int(flag, value(), 1024, 1 << 20);
-          break;
-        case "--max-connections":
-          o.maxConnections = int(flag, value(), 1, 1_000_000);
-          break;
-        case "--upstream-timeout-ms":
-          o.upstreamTimeoutMs = int(flag, value(), 1, 86_400_000);
-          break;
-        case "--connect-timeout-ms":
-          o.connectTimeoutMs = int(flag, value(), 1, 3_600_000);
-          break;
-        case "--client-stall-timeout-ms":
-          o.clientStallTimeoutMs = int(flag, value(), 1, 86_400_000);
-          break;
-        case "--headers-timeout-ms":
-          o.headersTimeoutMs = int(flag, value(), 1, 3_600_000);
-          break;
-        case "--request-timeout-ms":
-          o.requestTimeoutMs = int(flag, value(), 1, 86_400_000);
-          break;
-        case "--keep-alive-timeout-ms":
-          o.keepAliveTimeoutMs = int(flag, value(), 1, 3_600_000);
-          break;
-        default:
-          throw new Bad(`unknown argument ${JSON.stringify(arg)}`);
       }
     }
     if (o.upstream === undefined) throw new Bad("--upstream is required: the inference server's URL");
@@ -308,6 +320,10 @@ export async function main(args: readonly string[]): Promise<number> {
   const say = (m: string) => process.stderr.write(`${m}\n`);
   if (parsed.kind === "help") {
     process.stdout.write(USAGE);
+    return 0;
+  }
+  if (parsed.kind === "version") {
+    process.stdout.write(versionLine("giul-proxy"));
     return 0;
   }
   if (parsed.kind === "bad") {

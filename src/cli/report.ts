@@ -8,8 +8,9 @@ import { writeFileSync } from "node:fs";
 import { renderReport } from "../report/html.js";
 import { readLogs } from "../report/read.js";
 import { ReportBuilder } from "../report/summary.js";
+import { type Flag, readCommandLine, versionLine } from "./args.js";
 
-const USAGE = `Usage: giul-report [--json] [--out report.html] LOG.ndjson [LOG.ndjson …]
+const USAGE = `Usage: giul-report [--json] [-o report.html] LOG.ndjson [LOG.ndjson …]
 
 Reads NDJSON logs of giul records (giul-proxy --log, or lines your code writes with
 JSON.stringify(energy)) and writes one self-contained HTML page: totals, J per answer,
@@ -17,29 +18,32 @@ J per 1k tokens by model, prefill against decode, the requests over time. Sample
 estimated figures are kept apart; unknown answers are counted, never given a figure.
 
 Options:
-  --out FILE   where the page goes (default report.html; - for standard output)
-  --json       print the summary as one JSON object instead
-  -h, --help   print this help
+  -o, --out FILE   where the page goes (default report.html; - for standard output)
+  -j, --json       print the summary as one JSON object instead
+  -h, --help       print this help
+      --version    print giul's version
 `;
 
+const FLAGS: Readonly<Record<string, Flag>> = {
+  out: { type: "string", short: "o" },
+  json: { type: "boolean", short: "j" },
+};
+
 export async function main(args: readonly string[]): Promise<number> {
-  let json = false;
-  let out = "report.html";
-  const files: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    if (arg === "-h" || arg === "--help") {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    if (arg === "--json") json = true;
-    else if (arg === "--out" || arg.startsWith("--out=")) {
-      const v = arg === "--out" ? args[++i] : arg.slice("--out=".length);
-      if (v === undefined || v === "") return bad("--out needs a file name (or - for standard output)");
-      out = v;
-    } else if (arg.startsWith("--")) return bad(`unknown option ${JSON.stringify(arg)}`);
-    else files.push(arg);
+  const line = readCommandLine(args, FLAGS, true);
+  if (line.kind === "help") {
+    process.stdout.write(USAGE);
+    return 0;
   }
+  if (line.kind === "version") {
+    process.stdout.write(versionLine("giul-report"));
+    return 0;
+  }
+  if (line.kind === "bad") return bad(line.message);
+  const json = line.on("json");
+  const out = line.text("out") ?? "report.html";
+  if (out === "") return bad("--out needs a file name (or - for standard output)");
+  const files = line.positionals;
   if (files.length === 0) return bad("no log given: giul-report LOG.ndjson");
   const builder = new ReportBuilder();
   let read: Awaited<ReturnType<typeof readLogs>>;
@@ -76,7 +80,7 @@ export async function main(args: readonly string[]): Promise<number> {
 }
 
 function bad(message: string): number {
-  process.stderr.write(`giul-report: ${message}\n${USAGE}`);
+  process.stderr.write(`giul-report: ${message}\n\n${USAGE}`);
   return 2;
 }
 

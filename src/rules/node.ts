@@ -130,7 +130,7 @@ export function resolveNode(node: Node): ResolvedNode {
     throw invalid("name", `expected a non-empty string, got ${describe(raw.name)}`);
   }
   const cards = resolveCards(raw.gpuIndex, raw.gpuUuid, raw.idleW);
-  const isLocal = raw.isLocal ?? true;
+  const isLocal = raw.isLocal === undefined ? true : raw.isLocal;
   if (typeof isLocal !== "boolean") {
     throw invalid("isLocal", `expected a boolean, got ${describe(raw.isLocal)}`);
   }
@@ -160,14 +160,18 @@ export function resolveNode(node: Node): ResolvedNode {
     // A remote card named by UUID: named so to its agent (a node of several cards: each part).
     powerEndpoint = withGpu(powerEndpoint, named);
   }
-  const timeoutMs = raw.timeoutMs ?? 500;
+  const timeoutMs = raw.timeoutMs === undefined ? 500 : raw.timeoutMs;
   if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 60_000) {
     throw invalid("timeoutMs", `expected an integer from 1 to 60000 (ms), got ${describe(raw.timeoutMs)}`);
   }
-  let servingMatch = raw.servingMatch ?? null;
+  const servingMatch = raw.servingMatch ?? null;
   if (servingMatch instanceof RegExp && /[gy]/.test(servingMatch.flags)) {
     // A global or sticky RegExp's test() moves its lastIndex: alternate calls would disagree.
-    servingMatch = new RegExp(servingMatch.source, servingMatch.flags.replace(/[gy]/g, ""));
+    const flags = servingMatch.flags.replace(/[gy]/g, "");
+    throw invalid(
+      "servingMatch",
+      `${String(servingMatch)} is ${servingMatch.sticky && !servingMatch.global ? "sticky (y)" : "global (g)"}: its test() keeps lastIndex, so one process name would match and not match in turn; give it without g and y (/${servingMatch.source}/${flags})`,
+    );
   }
   if (servingMatch !== null && !(servingMatch instanceof RegExp)) {
     if (typeof servingMatch !== "string" || servingMatch.length === 0) {
@@ -177,7 +181,7 @@ export function resolveNode(node: Node): ResolvedNode {
       );
     }
   }
-  const contentionIgnore = raw.contentionIgnore ?? [];
+  const contentionIgnore = raw.contentionIgnore === undefined ? [] : raw.contentionIgnore;
   if (!Array.isArray(contentionIgnore)) {
     throw invalid(
       "contentionIgnore",
@@ -189,7 +193,7 @@ export function resolveNode(node: Node): ResolvedNode {
       throw invalid(`contentionIgnore[${i}]`, `expected a non-empty string, got ${describe(entry)}`);
     }
   });
-  const contentionFloorMib = raw.contentionFloorMib ?? 0;
+  const contentionFloorMib = raw.contentionFloorMib === undefined ? 0 : raw.contentionFloorMib;
   if (
     typeof contentionFloorMib !== "number" ||
     !Number.isFinite(contentionFloorMib) ||
@@ -200,7 +204,7 @@ export function resolveNode(node: Node): ResolvedNode {
       `expected a finite number ≥ 0 (MiB), got ${describe(contentionFloorMib)}`,
     );
   }
-  const contentionIntervalMs = raw.contentionIntervalMs ?? 100;
+  const contentionIntervalMs = raw.contentionIntervalMs === undefined ? 100 : raw.contentionIntervalMs;
   if (!isFiniteIn(contentionIntervalMs, 1, 60_000)) {
     throw invalid(
       "contentionIntervalMs",
@@ -255,7 +259,10 @@ function cardNames(
     if (byUuid && (typeof name !== "string" || !CARD_UUID.test(name))) {
       throw invalid(at, `expected a card's UUID as nvidia-smi -L prints it (GPU-…), got ${describe(name)}`);
     }
-    if (!byUuid && (typeof name !== "number" || !Number.isInteger(name) || name < 0 || name > 1023)) {
+    if (
+      !byUuid &&
+      (typeof name !== "number" || !Number.isInteger(name) || name < 0 || name > 1023 || Object.is(name, -0))
+    ) {
       throw invalid(at, `expected a non-negative integer, got ${describe(name)}`);
     }
     if (seen.has(name)) throw invalid(at, `card ${name} is listed twice`);
@@ -289,7 +296,7 @@ function resolveCards(rawIndex: unknown, rawUuid: unknown, rawIdle: unknown): re
     names.map((name, i) => {
       const idleW = idles[i];
       const field = Array.isArray(rawIdle) ? `idleW[${i}]` : "idleW";
-      if (typeof idleW !== "number" || !Number.isFinite(idleW) || idleW < 0) {
+      if (typeof idleW !== "number" || !Number.isFinite(idleW) || idleW < 0 || Object.is(idleW, -0)) {
         throw invalid(field, `expected a finite number ≥ 0 (watts), got ${describe(idleW)}`);
       }
       if (idleW > MAX_PLAUSIBLE_W) {

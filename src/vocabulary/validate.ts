@@ -11,6 +11,7 @@ export function describeValue(value: unknown): string {
     case "string":
       return JSON.stringify(value);
     case "number":
+      return Object.is(value, -0) ? "-0" : String(value);
     case "boolean":
     case "undefined":
       return String(value);

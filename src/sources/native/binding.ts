@@ -44,6 +44,17 @@ function rebuildAdvice(root: string = packageRoot()): string {
     : `To build it from source, with cmake and a C++20 compiler on PATH, run ${BUILD_FROM_SOURCE}`;
 }
 
+/** This package's version (package.json), or "unknown" where it cannot be read. */
+export function packageVersion(): string {
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8"));
+    const version = (parsed as { version?: unknown }).version;
+    return typeof version === "string" ? version : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
 /**
  * The package root: the nearest directory above this file whose package.json names "giul"
  * (dist/, dist/cli/ and src/ all sit one or two levels below it).
