@@ -163,7 +163,7 @@ if (report !== null) {
       `read interval ${f2(c.readIntervalNs / 1e6)} ms, update instant known to ${f2(c.lockedNs / 1e6, 3)} ms; ` +
       `taken as of each read: ${c.changeEveryRead}; updates at most every ` +
       `${c.updateAtMostNs === null ? "— (not yet bounded)" : `${f2(c.updateAtMostNs / 1e6, 3)} ms`}; ` +
-      `well-read step spans ${c.stepSpanNs ? `${f2(c.stepSpanNs.least / 1e6, 3)} / ${f2(c.stepSpanNs.median / 1e6, 3)} / ${f2(c.stepSpanNs.most / 1e6, 3)} ms (least / median / most)` : "—"}`,
+      `update intervals ${c.updateIntervalNs ? `${f2(c.updateIntervalNs.least / 1e6, 3)} / ${f2(c.updateIntervalNs.median / 1e6, 3)} / ${f2(c.updateIntervalNs.most / 1e6, 3)} ms (least / median / most of ${c.updateIntervalNs.count})` : "—"}`,
   );
   console.log(
     `power sensor: ${report.basis}; readings that changed from the one before ${f2(100 * report.powerChangedShare, 1)} %; ` +

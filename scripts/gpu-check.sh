@@ -39,9 +39,9 @@ elif [ -d .device ]; then
 else
   npm ci --no-audit --no-fund >"$out/npm-ci.log" 2>&1 || { echo "npm ci failed"; tail -30 "$out/npm-ci.log"; exit 1; }
 fi
-echo "== giul-probe"
-node dist/cli/probe.js
-node dist/cli/probe.js --json >"$out/probe.json"
+echo "== giul-probe (each card's sensors watched 10 s: counter update intervals, power refresh, lock)"
+node dist/cli/probe.js --seconds 10
+node dist/cli/probe.js --json --seconds 10 >"$out/probe.json"
 # A known load, needing only the driver: libcuda.so.1 opened at run time, a busy kernel from PTX
 # text (the driver compiles it), 150 ms busy / 250 ms idle. Without a CUDA driver it says so and
 # the checks below meter the card as it is.

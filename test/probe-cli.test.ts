@@ -148,6 +148,81 @@ describe.runIf(ready)("giul-probe with two cards, one with the energy counter an
   });
 });
 
+interface SensorJson {
+  seconds: number;
+  counterUpdateMs: { least: number; median: number; most: number; updates: number } | null;
+  powerRefreshMs: { atMostMs: number; shortestRunMs: number } | null;
+  cadenceLock: string;
+  lockMs: number | null;
+}
+
+describe.runIf(ready)("giul-probe: what each card's sensors did while watched", () => {
+  // Read every 10 ms (2 ms for the first 250 ms), watched 6 s. Card 0: a counter on an exact
+  // 100 ms grid (a lock needs 48 updates), power refreshed every 20 ms. Card 1: a counter every
+  // 100 ms whose updates come up to 12 ms late (off any grid), power every 50 ms. Card 2: a
+  // counter every 20 ms, read too seldom to lock onto. Card 3: no counter. Power readings carry
+  // ±2 W of noise, as real ones do, so each refresh shows.
+  const noisy = { powerNoiseW: 2, power: 200 };
+  const SENSORS: ScenarioSpec = {
+    devices: [
+      { ...noisy, counterStepMs: 100, powerUpdateMs: 20 },
+      { ...noisy, counterStepMs: 100, counterJitterMs: 12, powerUpdateMs: 50 },
+      { ...noisy, counterStepMs: 20, powerUpdateMs: 20 },
+      { ...noisy, counter: false },
+    ],
+  };
+
+  it("--json: update intervals, refresh and lock as the scenario makes them", () => {
+    scenario = writeScenario(SENSORS);
+    const ran = probe(["--json", "-s", "6"], scenario.env());
+    expect(ran.status, ran.stderr).toBe(0);
+    const devices = (JSON.parse(ran.stdout) as { devices: { sensor: SensorJson }[] }).devices;
+    const [grid, wander, coarse, none] = devices.map((d) => d.sensor) as [
+      SensorJson,
+      SensorJson,
+      SensorJson,
+      SensorJson,
+    ];
+    expect(grid.seconds).toBe(6);
+    // Each interval is known to within the reads around its two updates (about 10 ms apart).
+    expect(grid.counterUpdateMs?.median).toBeGreaterThan(100 - 11);
+    expect(grid.counterUpdateMs?.median).toBeLessThan(100 + 11);
+    expect(grid.counterUpdateMs?.updates).toBeGreaterThan(48);
+    expect(grid.cadenceLock).toBe("locked");
+    expect(grid.lockMs).toBeLessThan(5);
+    // The power reading holds each value 20 ms: the refresh bound is at least that, and near it.
+    expect(grid.powerRefreshMs?.atMostMs).toBeGreaterThanOrEqual(20 - 2);
+    expect(grid.powerRefreshMs?.atMostMs).toBeLessThan(20 + 12);
+    // 100 ms steps, each update 0–12 ms late: intervals 88–112 ms, seen through 10 ms reads.
+    const w = wander.counterUpdateMs;
+    expect(w?.median).toBeGreaterThan(100 - 11);
+    expect(w?.median).toBeLessThan(100 + 11);
+    expect(w?.least).toBeGreaterThan(88 - 11);
+    expect(w?.most).toBeLessThan(112 + 11);
+    expect((w?.most ?? 0) - (w?.least ?? 0)).toBeGreaterThan(4);
+    expect(["learning", "irregular"]).toContain(wander.cadenceLock);
+    expect(wander.powerRefreshMs?.atMostMs).toBeGreaterThanOrEqual(50 - 2);
+    expect(coarse.counterUpdateMs?.median).toBeGreaterThan(20 - 4);
+    expect(coarse.counterUpdateMs?.median).toBeLessThan(20 + 4);
+    expect(coarse.cadenceLock).toBe("coarse");
+    expect(none).toMatchObject({ counterUpdateMs: null, cadenceLock: "none", lockMs: null });
+  });
+
+  it("prints each card's sensor rows for a person", () => {
+    scenario = writeScenario({ devices: [SENSORS.devices?.[2] ?? {}, SENSORS.devices?.[3] ?? {}] });
+    const ran = probe(["--seconds", "1"], scenario.env());
+    expect(ran.status, ran.stderr).toBe(0);
+    const coarse = cardSection(ran.stdout, 0);
+    expect(coarse).toMatch(
+      /counter updates\s+every (1[6-9]|2[0-4])(\.\d)? ms \(median of \d+ well-read updates; /,
+    );
+    expect(coarse).toMatch(/power refreshes\s+at least every \d+(\.\d)? ms \(shortest value held/);
+    expect(coarse).toMatch(/cadence lock\s+no: read too seldom/);
+    expect(coarse).toMatch(/bars bounded by\s+.* \(watched 1 s\)/);
+    expect(cardSection(ran.stdout, 1)).toMatch(/cadence lock\s+no counter/);
+  });
+});
+
 describe.runIf(ready)("giul-probe where a card offers no NVML power", () => {
   const NO_POWER: ScenarioSpec = {
     devices: [{ name: "Mystery", counter: false, instantField: false, powerSupported: false }],

@@ -1,32 +1,35 @@
 #!/usr/bin/env node
-import { RunningEnergy, type RunningTotal, SETTLE_MS } from "../edges/running-energy.js";
-import { type IdleResult, measureIdle } from "../idle.js";
-import { Meter } from "../meter/meter.js";
-import { resolveNode } from "../rules/node.js";
-import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
-import { forcedBackend, select } from "../select/index.js";
-import { descriptorOf } from "../select/registry.js";
-import { disableAddonProblem } from "../sources/native/binding.js";
-import { simulateCard } from "../testing.js";
-import type { Track } from "../track/track.js";
 /**
  * giul-probe: what this host supports for GPU energy metering, for a person (default) or as one
  * JSON object (--json). Exits 0 whatever the host lacks; 2 only for bad arguments.
  */
-import { whileAlive } from "../vocabulary/alive.js";
+import { type IdleResult, measureIdle } from "../idle.js";
+import { Meter } from "../meter/meter.js";
+import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
+import { forcedBackend } from "../select/index.js";
+import { descriptorOf } from "../select/registry.js";
+import { disableAddonProblem } from "../sources/native/binding.js";
+import { simulateCard } from "../testing.js";
 import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 import { type Flag, readCommandLine, versionLine } from "./args.js";
+import { type SensorSeen, sensorRows, watchSensors } from "./sensor.js";
+import { watch } from "./watch.js";
 
-const USAGE = `Usage: giul-probe [--json]
+/** How long a plain probe watches each card's sensors (s; --seconds changes it). */
+const SENSOR_SECONDS = 2;
+
+const USAGE = `Usage: giul-probe [--json] [--seconds 2]
        giul-probe --idle [--gpu N[,N…]] [--seconds 30] [--json]
        giul-probe --watch [--gpu N]
        giul-probe --demo [--json]
 
 Prints what this host supports for GPU energy metering: whether the giul addon and NVML
 loaded (and the driver version, or why not), whether nvidia-smi is on PATH, and for each
-NVIDIA card its name, memory, energy-counter and instantaneous-power support, and the
-backend a local Meter would use.
+NVIDIA card its name, memory, energy-counter and instantaneous-power support, the backend
+a local Meter would use, and what its sensors did while watched for --seconds (default 2):
+how often the energy counter updates (median and spread), how often the power reading
+refreshes, and whether bars place the counter's updates by a lock onto its cadence.
 
 With --watch, prints a line a second per card (or for --gpu N) until interrupted: its power
 and the energy it drew since the watch started, through the backend a Meter would use.
@@ -46,7 +49,8 @@ Options:
       --demo         meter a few requests on a simulated card and print their records
   -g, --gpu N        the card to measure (--idle: a list, default every card; --watch: default
                      every card)
-  -s, --seconds S    how long to measure (1..3600, default 30)
+  -s, --seconds S    how long to watch the sensors (default 2) or to measure idle (default
+                     30); 1..3600
   -h, --help         print this help
       --version      print giul's version
 
@@ -72,7 +76,7 @@ export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
 };
 
 type Parsed =
-  | { readonly kind: "run"; readonly json: boolean }
+  | { readonly kind: "run"; readonly json: boolean; readonly seconds: number }
   | {
       readonly kind: "idle";
       readonly json: boolean;
@@ -127,9 +131,10 @@ export function parseArgs(args: readonly string[]): Parsed {
     if (seconds !== null) return bad("--seconds goes with --idle");
     return { kind: "watch", gpu };
   }
-  if (!idle && (gpus !== null || seconds !== null))
-    return bad("--gpu and --seconds go with --idle or --watch");
-  return idle ? { kind: "idle", json, gpus, seconds: seconds ?? 30 } : { kind: "run", json };
+  if (!idle && gpus !== null) return bad("--gpu goes with --idle or --watch");
+  return idle
+    ? { kind: "idle", json, gpus, seconds: seconds ?? 30 }
+    : { kind: "run", json, seconds: seconds ?? SENSOR_SECONDS };
 }
 
 /** The idle measurement for a person: the figures and the line to paste. */
@@ -228,75 +233,6 @@ async function demoRun(json: boolean): Promise<number> {
   }
 }
 
-/** One card watched: its track, and its energy since the watch started. */
-interface Watched {
-  readonly gpu: number;
-  readonly backend: BackendName;
-  readonly track: Track;
-  readonly energy: RunningEnergy;
-}
-
-/** --watch: a line a second per card until SIGINT/SIGTERM; exit 0. */
-async function watch(gpu: number | null, forced: BackendName | null): Promise<number> {
-  const indices =
-    gpu !== null
-      ? [gpu]
-      : (await probeHost()).devices.map((d) => d.index).filter((i, k, all) => all.indexOf(i) === k);
-  if (indices.length === 0) {
-    process.stderr.write("giul-probe: no card to watch (see giul-probe without --watch for why)\n");
-    return 2;
-  }
-  const cards: Watched[] = [];
-  for (const index of indices) {
-    const selection = await whileAlive(
-      select(resolveNode({ name: `watch-${index}`, gpuIndex: index, idleW: 0 }), forced),
-    );
-    if (selection.track === null || selection.track.readings === undefined) {
-      process.stdout.write(`GPU ${index}: cannot be watched: ${selection.reason ?? selection.backend}\n`);
-      continue;
-    }
-    selection.track.retain(10);
-    await whileAlive(selection.track.ready());
-    await whileAlive(new Promise((done) => setTimeout(done, SETTLE_MS)));
-    const energy = new RunningEnergy(selection.track);
-    cards.push({ gpu: index, backend: selection.backend, track: selection.track, energy });
-  }
-  if (cards.length === 0) return 2;
-  return new Promise((done) => {
-    const tick = async () => {
-      const totals = await Promise.all(cards.map((card) => card.energy.advance()));
-      for (const [i, card] of cards.entries()) {
-        const s = card.track.readings?.latest() ?? null;
-        const total = totals[i] as RunningTotal;
-        const power =
-          s !== null && Number.isFinite(s.powerMw)
-            ? `${(s.powerMw / 1000).toFixed(1)} W`
-            : "power unreadable";
-        // The card's whole energy (idle included) since the watch began, measured as windows are.
-        const energy = total.ok
-          ? `${total.joules.toFixed(1)} J ± ${total.uncertaintyJoules.toFixed(1)} since start (${total.seconds.toFixed(1)} s`
-          : `energy unknown (${total.reason}) (`;
-        process.stdout.write(`GPU ${card.gpu}  ${power}  ${energy}, ${card.backend})\n`);
-      }
-    };
-    let ticking = false;
-    const timer = setInterval(() => {
-      if (ticking) return; // a tick still waiting for its samples: the next one takes its place
-      ticking = true;
-      void tick().finally(() => {
-        ticking = false;
-      });
-    }, 1000);
-    const stop = () => {
-      clearInterval(timer);
-      for (const card of cards) card.track.release();
-      done(0);
-    };
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
-  });
-}
-
 const yesNo = (value: boolean): string => (value ? "yes" : "no");
 
 function rows(pairs: ReadonlyArray<readonly [string, string]>, indent = ""): string[] {
@@ -339,7 +275,11 @@ function backendLine(device: HostDevice, smiFound: boolean, forced: BackendName 
 }
 
 /** The report as text for a person (`forced`: GIUL_BACKEND's backend, or null). */
-export function formatHuman(report: HostReport, forced: BackendName | null = null): string {
+export function formatHuman(
+  report: HostReport,
+  forced: BackendName | null = null,
+  sensors: ReadonlyMap<number, SensorSeen | string> = new Map(),
+): string {
   const { addon, nvml, smi, devices } = report;
   const lines: string[] = [];
   lines.push(
@@ -408,6 +348,8 @@ export function formatHuman(report: HostReport, forced: BackendName | null = nul
       ["backend", backendLine(device, smi.path !== null, forced)],
     ];
     if (device.reason !== null) pairs.push(["unreadable", device.reason]);
+    const seen = sensors.get(device.index);
+    if (seen !== undefined) pairs.push(...sensorRows(seen));
     lines.push(...rows(pairs, "  "), "");
   }
   return `${lines.join("\n")}`;
@@ -449,14 +391,21 @@ export async function main(args: readonly string[]): Promise<number> {
   if (parsed.kind === "watch") return watch(parsed.gpu, forced);
   if (parsed.kind === "demo") return demoRun(parsed.json);
   const report = await probeHost();
-  if (parsed.json) process.stdout.write(formatJson({ ...report, forcedBackend: forced }));
-  else {
+  const readable = report.devices.filter((d) => d.reason === null).map((d) => d.index);
+  const sensors = await watchSensors(readable, parsed.seconds, forced);
+  if (parsed.json) {
+    const devices = report.devices.map((d) => {
+      const seen = sensors.get(d.index);
+      return { ...d, sensor: seen === undefined ? null : typeof seen === "string" ? { reason: seen } : seen };
+    });
+    process.stdout.write(formatJson({ ...report, devices, forcedBackend: forced }));
+  } else {
     if (forced !== null) {
       process.stdout.write(
         `GIUL_BACKEND=${forced}: a Meter on this host uses ${forced} wherever it can serve the card, and refuses to open where it cannot (BACKEND_UNAVAILABLE).\n\n`,
       );
     }
-    process.stdout.write(formatHuman(report, forced));
+    process.stdout.write(formatHuman(report, forced, sensors));
   }
   return 0;
 }

@@ -37,6 +37,11 @@ const REFIT = 16;
 const MARGIN_SHARE = 0.02;
 const MARGIN_MIN_NS = 250e3;
 const SEARCH_STEPS = 48;
+/**
+ * No lattice is looked for while the median read interval exceeds this share of the period (the
+ * share at which ./staleness.ts stops counting a step as well read).
+ */
+export const COARSE = 0.25;
 
 /** The changes of one run of the counter (no reset or fault between them), in time order. */
 export class CounterCadence {
@@ -68,6 +73,7 @@ export class CounterCadence {
     irregular: boolean;
     readIntervalNs: number;
     lockedNs: number;
+    changes: number;
   } {
     const widths = this.scratch;
     const w = { lo: 0, hi: 0 };
@@ -81,6 +87,7 @@ export class CounterCadence {
       irregular: this.irregular,
       readIntervalNs: this.width,
       lockedNs: medianOf(widths, count),
+      changes: this.lo.length,
     };
   }
 
@@ -196,9 +203,10 @@ export class CounterCadence {
     this.width = medianOf(widths, count);
     this.sLo = Number.NaN;
     this.sHi = Number.NaN;
-    // A counter that changes about as often as it is read has no lattice to find from the reads;
-    // and each change must be close to a whole number of periods from the one before.
-    if (!(s0 > 0) || this.width > 0.5 * s0) return;
+    // Reads too far apart for the updates (COARSE) place no lattice: the changes could not even be
+    // numbered reliably (a whole period between two changes is within their reads' reach); and
+    // each change must be close to a whole number of periods from the one before.
+    if (!(s0 > 0) || this.width > COARSE * s0) return;
     for (let j = from + 1; j < n; j++) {
       const mid = ((this.lo[j] as number) + (this.hi[j] as number)) / 2;
       const prev = ((this.lo[j - 1] as number) + (this.hi[j - 1] as number)) / 2;

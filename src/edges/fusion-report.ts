@@ -21,6 +21,13 @@ const BASIS_NAMES: Readonly<Record<Basis, string>> = {
   [COUNTER_ONLY]: "counter alone",
 };
 
+export interface UpdateIntervals {
+  readonly least: number;
+  readonly median: number;
+  readonly most: number;
+  readonly count: number;
+}
+
 /** What CounterFusion.report says. */
 export interface FusionReport {
   /** How edges are bounded now. */
@@ -38,10 +45,11 @@ export interface FusionReport {
      */
     readonly updateAtMostNs: number | null;
     /**
-     * The spans of its last well-read steps (ns; null before any): each an update interval plus up
-     * to a read interval on each side. Their spread shows a counter that wanders off its grid.
+     * How often it updates (ns; null before any well-read step): least, median and most of its last
+     * 64 well-read update intervals, and how many there were. Their spread shows a counter that
+     * wanders off its grid, or changes cadence.
      */
-    readonly stepSpanNs: { readonly least: number; readonly median: number; readonly most: number } | null;
+    readonly updateIntervalNs: UpdateIntervals | null;
   };
   /** The reading of the sensor that bounds edges now (its name), and the lag its shape is read with (ns). */
   readonly bounding: string;
@@ -70,7 +78,7 @@ export function fusionReport(seen: {
   readonly counter: ReturnType<CounterCadence["report"]>;
   readonly changeEveryRead: boolean;
   readonly updateAtMostNs: number;
-  readonly stepSpanNs: { readonly least: number; readonly median: number; readonly most: number } | null;
+  readonly updateIntervalNs: UpdateIntervals | null;
   readonly bounding: Basis;
   readonly shapeLagNs: number;
   readonly power: PowerReadings;
@@ -84,7 +92,7 @@ export function fusionReport(seen: {
       ...seen.counter,
       changeEveryRead: seen.changeEveryRead,
       updateAtMostNs: Number.isFinite(seen.updateAtMostNs) ? seen.updateAtMostNs : null,
-      stepSpanNs: seen.stepSpanNs,
+      updateIntervalNs: seen.updateIntervalNs,
     },
     bounding: BASIS_NAMES[seen.bounding],
     shapeLagNs: seen.shapeLagNs,

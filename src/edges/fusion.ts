@@ -272,7 +272,7 @@ export class CounterFusion {
       counter: this.cadence.report(),
       changeEveryRead: Number.isFinite(this.fresh.delta()),
       updateAtMostNs: this.staleness.bound(),
-      stepSpanNs: this.staleness.spans(),
+      updateIntervalNs: this.staleness.intervals(),
       bounding: this.usePower ? (boundingModel(this.judge, this.power) ?? COUNTER_ONLY) : COUNTER_ONLY,
       shapeLagNs: this.shape.lagNs(),
       power: this.power,

@@ -22,6 +22,8 @@ const KEEP = 64;
 
 export class CounterStaleness {
   private readonly spanNs = new Float64Array(KEEP);
+  /** The same steps' update intervals, each from the middle of one update's reads to the next's. */
+  private readonly midNs = new Float64Array(KEEP);
   private steps = 0;
   /** The longest of the spans kept (recomputed as they change, not at every read). */
   private longest = 0;
@@ -40,6 +42,7 @@ export class CounterStaleness {
     const dropped = this.spanNs[slot] as number;
     const span = hi - prevLo;
     this.spanNs[slot] = span;
+    this.midNs[slot] = (lo + hi - prevLo - prevHi) / 2;
     this.steps += 1;
     if (span >= this.longest) this.longest = span;
     else if (dropped >= this.longest) {
@@ -64,14 +67,20 @@ export class CounterStaleness {
   }
 
   /**
-   * The well-placed steps' spans (ns), for diagnosis: least, median and most of the last 64;
-   * null before any.
+   * How often the counter updates, for diagnosis: least, median and most of the last 64 well-placed
+   * steps' intervals (ns; each to within its reads, at most a quarter of it), and how many there
+   * were; null before any.
    */
-  spans(): { least: number; median: number; most: number } | null {
+  intervals(): { least: number; median: number; most: number; count: number } | null {
     const n = Math.min(this.steps, KEEP);
     if (n === 0) return null;
-    const sorted = Array.from(this.spanNs.subarray(0, n)).sort((a, b) => a - b);
-    return { least: sorted[0] as number, median: sorted[n >> 1] as number, most: sorted[n - 1] as number };
+    const sorted = Array.from(this.midNs.subarray(0, n)).sort((a, b) => a - b);
+    return {
+      least: sorted[0] as number,
+      median: sorted[n >> 1] as number,
+      most: sorted[n - 1] as number,
+      count: this.steps,
+    };
   }
 
   /** Whether a value read first by `firstHi` and still at `seenLo` stood still for longer than S. */

@@ -1,0 +1,138 @@
+/**
+ * What giul-probe says of each card's sensors after watching them for a few seconds: how often the
+ * energy counter updates (median and spread of its update intervals), how often the power reading
+ * refreshes, and whether bars use a lock onto the counter's cadence now. All of it is what the
+ * fused counter (src/edges/fusion.ts) has seen, read through the track a Meter would use: the same
+ * evidence the bars are built from, not a separate measurement.
+ */
+import { COARSE, MIN_LOCK } from "../edges/cadence.js";
+import type { FusionReport } from "../edges/fusion.js";
+import { RingTrack } from "../ring/ring-track.js";
+import { resolveNode } from "../rules/node.js";
+import { select } from "../select/index.js";
+import { whileAlive } from "../vocabulary/alive.js";
+import type { BackendName } from "../vocabulary/measurement.js";
+
+/** One card's sensors as watched (times in ms). */
+export interface SensorSeen {
+  /** How long the card was watched (s). */
+  readonly seconds: number;
+  readonly backend: BackendName;
+  /** Least, median and most of the counter's recent update intervals; null without a counter or before two updates. */
+  readonly counterUpdateMs: {
+    readonly least: number;
+    readonly median: number;
+    readonly most: number;
+    readonly updates: number;
+  } | null;
+  /** The power reading: refreshes at least every `atMostMs`; its shortest run of one value. */
+  readonly powerRefreshMs: { readonly atMostMs: number; readonly shortestRunMs: number } | null;
+  /**
+   * Whether bars place the counter's updates by its cadence: `locked` (to within `lockMs`),
+   * `learning` (fewer updates seen than a lock needs), `coarse` (read too seldom for its updates:
+   * each is placed by the reads around it), `irregular` (no cadence fits the updates: the same),
+   * `none` (no counter read on this card).
+   */
+  readonly cadenceLock: "locked" | "learning" | "coarse" | "irregular" | "none";
+  readonly lockMs: number | null;
+  /** What bounds edges now (the fused counter's basis), or why nothing was seen. */
+  readonly bounding: string;
+}
+
+const ms = (ns: number) => ns / 1e6;
+
+/** The sensors of `report` (null: the track fuses no counter), watched for `seconds`. */
+export function sensorSeen(report: FusionReport | null, backend: BackendName, seconds: number): SensorSeen {
+  if (report === null) {
+    return {
+      seconds,
+      backend,
+      counterUpdateMs: null,
+      powerRefreshMs: null,
+      cadenceLock: "none",
+      lockMs: null,
+      bounding: `no energy counter is read (${backend})`,
+    };
+  }
+  const c = report.counter;
+  const u = c.updateIntervalNs;
+  const locked = c.periodNs !== null && !c.irregular && c.lockedNs < c.readIntervalNs;
+  const coarse = u !== null && c.readIntervalNs > COARSE * u.median;
+  return {
+    seconds,
+    backend,
+    counterUpdateMs:
+      u === null ? null : { least: ms(u.least), median: ms(u.median), most: ms(u.most), updates: u.count },
+    powerRefreshMs: Number.isFinite(report.refreshUpperNs)
+      ? { atMostMs: ms(report.refreshUpperNs), shortestRunMs: ms(report.shortestRunNs) }
+      : null,
+    cadenceLock: c.irregular ? "irregular" : locked ? "locked" : coarse ? "coarse" : "learning",
+    lockMs: locked ? ms(c.lockedNs) : null,
+    bounding: report.bounding,
+  };
+}
+
+/** Watches every card of `indices` at once for `seconds`, through the track a Meter would use. */
+export async function watchSensors(
+  indices: readonly number[],
+  seconds: number,
+  forced: BackendName | null,
+): Promise<Map<number, SensorSeen | string>> {
+  const seen = new Map<number, SensorSeen | string>();
+  const watched: { index: number; backend: BackendName; track: RingTrack }[] = [];
+  for (const index of indices) {
+    const node = resolveNode({ name: `probe-gpu${index}`, gpuIndex: index, idleW: 0 });
+    const selection = await whileAlive(select(node, forced));
+    if (selection.track === null) {
+      seen.set(index, selection.reason ?? `not read (${selection.backend})`);
+      continue;
+    }
+    if (!(selection.track instanceof RingTrack)) {
+      seen.set(index, `not watched: ${selection.backend} reads no samples here`);
+      continue;
+    }
+    selection.track.retain(10);
+    watched.push({ index, backend: selection.backend, track: selection.track });
+  }
+  if (watched.length === 0) return seen;
+  await whileAlive(Promise.all(watched.map((w) => w.track.ready())));
+  await whileAlive(new Promise((done) => setTimeout(done, seconds * 1000)));
+  for (const w of watched) {
+    seen.set(w.index, sensorSeen(w.track.fusionReport(), w.backend, seconds));
+    w.track.release();
+  }
+  return seen;
+}
+
+const f = (x: number) => (x >= 10 ? x.toFixed(0) : x.toFixed(1));
+
+/** The rows giul-probe prints for a card's sensors. */
+export function sensorRows(seen: SensorSeen | string): Array<readonly [string, string]> {
+  if (typeof seen === "string") return [["sensors", seen]];
+  const u = seen.counterUpdateMs;
+  const p = seen.powerRefreshMs;
+  const counter =
+    seen.cadenceLock === "none"
+      ? "not read"
+      : u === null
+        ? `not seen to update in ${seen.seconds} s`
+        : `every ${f(u.median)} ms (median of ${Math.min(u.updates, 64)} well-read updates; ${f(u.least)}–${f(u.most)} ms)`;
+  const lock = {
+    locked: `yes: each update placed to within ${seen.lockMs?.toFixed(2)} ms`,
+    learning: `not yet (a lock needs ${MIN_LOCK} updates that agree)`,
+    coarse: "no: read too seldom for its updates, each is placed by the reads around it",
+    irregular: "no: the updates fit no cadence, each is placed by the reads around it",
+    none: "no counter",
+  }[seen.cadenceLock];
+  return [
+    [`counter updates`, counter],
+    [
+      `power refreshes`,
+      p === null
+        ? "not seen"
+        : `at least every ${f(p.atMostMs)} ms (shortest value held ${f(p.shortestRunMs)} ms)`,
+    ],
+    [`cadence lock`, lock],
+    [`bars bounded by`, `${seen.bounding} (watched ${seen.seconds} s)`],
+  ];
+}
