@@ -2,7 +2,8 @@
 // inference-like trace, one window per request, scored against the trace's exact energy and
 // against Zeus (the counter read at the two edges). Run through bench/sensors.js:
 //
-//   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json]
+//   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json] [--integral]
+//   (--integral: the same sensors without an energy counter, through nvml_sampler)
 //
 // Per window length: sampled / windows, outside its bar (must be 0), mean |err| % giul / Zeus,
 // mean signed err % giul, median bar %. Everything above idle (60 W).
@@ -21,6 +22,8 @@ const SEED = Number(arg("--seed", "1"));
 const PERIOD = Number(arg("--period", String(DEFAULT_PERIOD_MS)));
 const only = arg("--only", "");
 const jsonOut = arg("--json", "");
+// --integral: the same sensors with no energy counter (nvml_sampler: the power readings integrated).
+const integral = process.argv.includes("--integral");
 const IDLE_W = 60;
 const LENGTHS = [100, 250, 1000, 3000, 20, 5000];
 const SHOWN = [100, 250, 1000, 3000, 5000];
@@ -60,7 +63,7 @@ function byLength(rows: readonly Scored[], lenMs: number): ByLength {
 }
 
 console.log(
-  `## The sensor family (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
+  `## The sensor family${integral ? ", no energy counter (nvml_sampler)" : ""} (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
     `inference-like trace, idle ${IDLE_W} W, period ${PERIOD} ms, seed ${SEED})\n`,
 );
 console.log(
@@ -72,7 +75,7 @@ for (const sensor of SENSORS) {
   if (only !== "" && !sensor.name.includes(only)) continue;
   const { power, plans } = inferenceTrace(N, LENGTHS, { idleW: IDLE_W, seed: SEED });
   const card = new SyntheticCard(
-    { ...sensor.device, power },
+    { ...sensor.device, power, ...(integral ? { counter: false } : {}) },
     { periodMs: PERIOD, dither: "golden", readsAtEdges: true },
   );
   const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: sensor.device.counterStepMs ?? 10 });

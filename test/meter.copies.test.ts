@@ -11,7 +11,8 @@ import { writeScenario } from "./fakes/scenario.js";
 // copy whose registry has another layout refuses to share and its windows say why.
 
 const IDLE_W = 50;
-const sc = writeScenario({ devices: [{ power: [[0, 300]], counterStepMs: 10 }] });
+// Readings with a real sensor's noise: the smi sampler integrates them (identical ones would hold).
+const sc = writeScenario({ devices: [{ power: [[0, 300]], counterStepMs: 10, powerNoiseW: 0.5 }] });
 afterAll(() => sc.remove());
 
 interface Got {

@@ -11,7 +11,10 @@ import { scenarioForThisProcess } from "./fakes/scenario.js";
 // averaged power, an edge also waits for the counter's next update, which the periodic ticks see.)
 
 const IDLE_W = 60;
-const sc = scenarioForThisProcess({ devices: [{ power: 310, powerMode: "instant", counter: false }] });
+// Readings with a real sensor's noise (identical ones would be a sensor that holds its value).
+const sc = scenarioForThisProcess({
+  devices: [{ power: 310, powerMode: "instant", counter: false, powerNoiseW: 0.5 }],
+});
 const { Meter } = await import("../src/index.js");
 const ready = nativeReady();
 afterAll(() => sc.remove());

@@ -123,7 +123,8 @@ describe.runIf(nativeReady())("one card shared by the windows of every process",
     for (const sc of scenarios) sc.remove();
   });
   const scenario = (power: PowerPoint[]) => {
-    const sc = writeScenario({ devices: [{ power, counterStepMs: 10 }] });
+    // A real sensor's readings differ from one to the next: the smi sampler integrates them.
+    const sc = writeScenario({ devices: [{ power, counterStepMs: 10, powerNoiseW: 0.5 }] });
     scenarios.push(sc);
     return sc;
   };

@@ -19,6 +19,8 @@ const sc = new Scenario({
       }).flat(),
       powerMode: "average",
       instantField: true,
+      // A real sensor's readings differ from one to the next (identical ones: a sensor that holds).
+      powerNoiseW: 0.5,
     },
   ],
 });

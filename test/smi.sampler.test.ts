@@ -167,7 +167,7 @@ describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
     });
   });
 
-  it("reads power.draw, with the averaging caveat, on a card without instantaneous power", async () => {
+  it("reads power.draw on a card without instantaneous power, and measures nothing with it", async () => {
     await withScenario(LOAD, async () => {
       const s = sampler();
       const t = track(s, 1, 100);
@@ -176,15 +176,11 @@ describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
       await sleep(400);
       const to = t.edge();
       await t.settle([from, to]);
+      // A trailing average lags and smooths the card: its integral bounds nothing, and says so,
+      // naming nvidia-smi's power.draw (not NVML's call) as where the power came from.
       const span = t.span(from, to);
-      expect(span.ok).toBe(true);
-      if (span.ok) {
-        // The scenario holds card 1 at 55 W, so its average is 55 W too.
-        const seconds = Number(to.tNs - from.tNs) / 1e9;
-        expect(span.grossJoules).toBeCloseTo(55 * seconds, 0);
-        // nvidia-smi's power.draw, not NVML's call: the power came from the tool.
-        expect(span.caveat).toMatch(/^power from nvidia-smi's power\.draw, a 1 s trailing average/);
-      }
+      expect(span.ok).toBe(false);
+      if (!span.ok) expect(span.reason).toMatch(/trailing average \(nvidia-smi's power\.draw, 1 s on Ampere/);
       expect(s.powerOf(1)).toBe("averaged");
       expect(s.diagnostics().counters.notAvailable).toBe(0); // a fallback, not a failed read
     });
@@ -277,11 +273,8 @@ describe.runIf(ready)("smi_sampler against the nvidia-smi stand-in", () => {
       const to = t.edge();
       await t.settle([from, to]);
       const span = t.span(from, to);
-      expect(span.ok).toBe(true);
-      if (span.ok) {
-        expect(span.grossJoules).toBeCloseTo((120 * Number(to.tNs - from.tNs)) / 1e9, 0);
-        expect(span.caveat).toMatch(/^power from nvidia-smi's power\.draw, a 1 s trailing average/);
-      }
+      expect(span.ok).toBe(false);
+      if (!span.ok) expect(span.reason).toMatch(/trailing average \(nvidia-smi's power\.draw/);
       const d = s.diagnostics();
       expect(d.query).toBe("averaged");
       expect(d.counters.invalidField).toBe(1);
@@ -465,7 +458,10 @@ describe.runIf(ready)("smi_sampler on replayed outputs", () => {
   }
 
   it("skips [N/A] rows without reading them as 0 W, and degrades the windows across them", async () => {
-    const good = (n: number) => Array.from({ length: n }, () => "0, 100.00, 100.00");
+    // A real sensor's readings differ a little from one to the next (identical ones would be a
+    // sensor that holds its value: nothing an integral can bound).
+    const good = (n: number) =>
+      Array.from({ length: n }, (_, i) => (i % 2 === 0 ? "0, 100.00, 100.00" : "0, 100.02, 100.02"));
     const env = replay([...good(12), "0, [N/A], [N/A]", "0, [N/A], [N/A]", "0, [N/A], [N/A]", ...good(40)]);
     const s = sampler({ env, restartBaseMs: 60_000 });
     const t = track(s, 0, 50);
@@ -489,7 +485,7 @@ describe.runIf(ready)("smi_sampler on replayed outputs", () => {
       expect(span.ok).toBe(false);
       if (!span.ok) expect(span.reason).toMatch(/nvidia-smi printed \[N\/A\] for the power/);
     }
-    // The replay prints a constant 100 W: a window clear of the gap is exact.
+    // The replay prints 100.00 and 100.02 W in turn: a window clear of the gap is exact.
     const clear = t.span(after, end);
     expect(clear.ok, JSON.stringify(clear)).toBe(true);
     if (clear.ok) expect(clear.grossJoules).toBeCloseTo((100 * Number(end.tNs - after.tNs)) / 1e9, 1);

@@ -109,11 +109,12 @@ export function trapezoidErrMj(p0Mw: number, p1Mw: number, dtNs: number): number
 }
 
 /**
- * Power averaged over about a second (nvmlDeviceGetPowerUsage, nvidia-smi's power.draw) lags the
- * card: over a span it can misplace up to half its swing for up to a second (mJ).
+ * Why an integral of power averaged over about a second (nvmlDeviceGetPowerUsage on Ampere and
+ * newer, nvidia-smi's power.draw; from `source`) is no measurement: it lags and smooths the card,
+ * so what a span drew can be anywhere in the card's range, whatever its readings say.
  */
-export function averagingErrMj(pMinMw: number, pMaxMw: number, seconds: number): number {
-  return ((pMaxMw - pMinMw) * Math.min(1, seconds)) / 2;
+export function averagedIntegral(source: string): string {
+  return `the card has no energy counter, and its power is a trailing average (${source}, 1 s on Ampere and newer): it lags and smooths what the card drew, so its integral over a window bounds nothing`;
 }
 
 function finiteOr0(x: number | null): number {

@@ -1,7 +1,7 @@
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "../edges/fusion.js";
 import {
+  averagedIntegral,
   averagedPowerCaveat,
-  averagingErrMj,
   counterStep,
   fusedSpan,
   msRounded,
@@ -33,6 +33,7 @@ import {
   resolveEdge,
   samplesBetween,
 } from "./edge.js";
+import { HeldReadings } from "./held.js";
 import { idlePeriodMs, RingLinger } from "./linger.js";
 import { RingWaits } from "./waits.js";
 
@@ -74,6 +75,8 @@ export class RingTrack implements Track, TrackReadings {
   private doorbell = false;
   private readonly waits: RingWaits<RingEdge>;
   private readonly scratch: Sample = emptySample();
+  /** Whether an integral's power readings hold their values (./held.ts). */
+  private readonly held = new HeldReadings();
   private readonly scratch2: Sample = { ...this.scratch };
 
   private readonly clock: () => bigint;
@@ -263,7 +266,6 @@ export class RingTrack implements Track, TrackReadings {
     const to = edgeTo as RingEdge;
     const ring = from.ring;
     const s = this.scratch;
-    const seconds = (to.t - from.t) / 1e9;
     const energy = this.source.column === "energy";
 
     // Without power to place energy inside the counter's steps, a window shorter than a step is
@@ -296,13 +298,8 @@ export class RingTrack implements Track, TrackReadings {
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
       const walked = samplesBetween(ring, from.kA, to.kB, s);
-      const { trapezoidMj, pMin, pMax } = walked;
       maxGap = walked.maxGap;
-      uncertaintyMj += trapezoidMj;
-      if (this.source.averagedPower && Number.isFinite(pMax)) {
-        uncertaintyMj += averagingErrMj(pMin, pMax, seconds);
-        caveat = `power from ${this.source.averagedPowerSource}, a 1 s trailing average on Ampere and newer cards`;
-      }
+      uncertaintyMj += walked.trapezoidMj;
     }
     return {
       ok: true,
@@ -326,10 +323,7 @@ export class RingTrack implements Track, TrackReadings {
     const b = to as RingEdge;
     let spreadMj = 0;
     if (this.source.column === "integral") {
-      const { trapezoidMj, pMin, pMax } = samplesBetween(a.ring, a.kA, b.kB, this.scratch);
-      spreadMj += trapezoidMj;
-      if (this.source.averagedPower && Number.isFinite(pMax))
-        spreadMj += averagingErrMj(pMin, pMax, (b.t - a.t) / 1e9);
+      spreadMj += samplesBetween(a.ring, a.kA, b.kB, this.scratch).trapezoidMj;
     }
     return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
   }
@@ -375,6 +369,13 @@ export class RingTrack implements Track, TrackReadings {
         ok: false,
         reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, describe, found),
       };
+    }
+    if (this.source.column === "integral") {
+      // Readings that do not follow the card between reads bound nothing when integrated.
+      if (this.source.averagedPower)
+        return { ok: false, reason: averagedIntegral(this.source.averagedPowerSource) };
+      const held = this.held.problem(from.ring, to.kB, this.scratch);
+      if (held !== null) return { ok: false, reason: held };
     }
     return OK;
   }

@@ -25,9 +25,14 @@ async function worker() {
   const id = Number(process.env.TEST_WORKER);
   const Meter = await meter(process.env.TEST_DIST);
   const node = { name: "gpu0", idleW: plan.idleW };
-  // The card probed and sampling before the windows start (as a server's first request would).
-  const warm = await Meter.forNode(node).open();
-  await warm.close();
+  // The card probed and sampling before the windows start (as a server's first requests would),
+  // long enough for an integrating backend to have seen its sensor follow the card.
+  for (let i = 0; i < 20; i++) {
+    const warm = await Meter.forNode(node).open();
+    await sleep(50);
+    await warm.close();
+    if (!/not known yet/.test(warm.result().reason ?? "")) break;
+  }
   process.send({ ready: id });
   await new Promise((r) => process.once("message", r));
   if (plan.kill?.worker === id) {

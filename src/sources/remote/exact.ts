@@ -10,6 +10,7 @@
  */
 
 import {
+  averagedIntegral,
   averagedPowerCaveat,
   COUNTER_READ_QUANTUM_MJ,
   counterEdgeErrMj,
@@ -291,6 +292,9 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     const tooShort = tooShortForCounter(agentNs, step, msFixed);
     if (tooShort !== null) return { ok: false, reason: tooShort };
   }
+  // As for a local card: an integral of a trailing average bounds nothing.
+  if (b.energy_source === "integral" && b.averaged_power)
+    return { ok: false, reason: averagedIntegral("the agent's nvmlDeviceGetPowerUsage") };
   const rawJ = b.energy_j - a.energy_j;
   const meanW = agentNs > 0 ? Math.max(0, rawJ) / (agentNs / 1e9) : 0;
   const pa = a.power_w ?? meanW;
@@ -310,9 +314,7 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     const edgeMw = edgePower(meanW, a.power_w, b.power_w) * 1000;
     uncertaintyJ += counterEdgeErrMj(edgeMw, step.boundNs, a.read_ns, b.read_ns) / 1000;
   } else {
-    caveat =
-      "the agent integrates its sampled power (the card has no energy counter)" +
-      (b.averaged_power ? "; its power is a 1 s trailing average" : "");
+    caveat = "the agent integrates its sampled power (the card has no energy counter)";
   }
   return {
     ok: true,
