@@ -83,6 +83,14 @@ interface EdgeBound extends Bound {
 const MAX_HOLD_NS = 1e9;
 
 export class ClosedSteps {
+  /** boundingBasis's last answer where the readings decided it (see there). */
+  private readonly flatMemo = {
+    from: Number.NaN,
+    to: Number.NaN,
+    head: -1,
+    basis: -1 as Basis,
+    result: -1 as Basis,
+  };
   /** The closed step around the edge being bounded (stepAround). */
   private readonly step: ClosedStep = { left: -1, right: -1, from: 0, leftHi: 0, rightLo: 0, to: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
@@ -111,9 +119,21 @@ export class ClosedSteps {
     if (basis === COUNTER_ONLY) return COUNTER_ONLY;
     const model = boundingModel(this.f.judge, this.f.power);
     if (model !== null) return model;
+    // The edges of a crowd of windows fall in the same few steps: their flatness is read once
+    // per step and per reading written.
+    const memo = this.flatMemo;
+    const head = this.f.power.head;
+    if (memo.from === from && memo.to === to && memo.head === head && memo.basis === basis)
+      return memo.result;
     const hold = Number.isFinite(this.f.power.refreshUpperNs) ? this.f.power.refreshUpperNs : MAX_HOLD_NS;
     const reach = Math.min(hold, MAX_HOLD_NS) + LAG_NS;
-    return flat(this.f.power, from - reach, to + reach) ? basis : COUNTER_ONLY;
+    const result = flat(this.f.power, from - reach, to + reach) ? basis : COUNTER_ONLY;
+    memo.from = from;
+    memo.to = to;
+    memo.head = head;
+    memo.basis = basis;
+    memo.result = result;
+    return result;
   }
   /**
    * What the updates around t say of E(t) (the closed step this.step), and a point estimate. The counter alone: E(t)
