@@ -94,6 +94,14 @@ describe("parseEnergy", () => {
     power_range_ns: 2e9,
   };
 
+  it("reads integral_unbounded, and takes an agent without it for one that says nothing of it", () => {
+    const why = "its power sensor holds each reading";
+    const held = parseEnergy({ ...reading, energy_source: "integral", integral_unbounded: why });
+    expect(held.ok && held.value.integral_unbounded).toBe(why);
+    const older = parseEnergy(reading);
+    expect(older.ok && older.value.integral_unbounded).toBeNull();
+  });
+
   it("reads edge_bounded, and takes an agent without it for one that bounds the interpolation alone", () => {
     const fused = parseEnergy({ ...reading, edge_bounded: true });
     expect(fused.ok && fused.value.edge_bounded).toBe(true);

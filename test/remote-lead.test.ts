@@ -62,6 +62,7 @@ function reading(
     counter_step_ns: 100 * MS,
     period_ns: AGENT_PERIOD_NS,
     averaged_power: false,
+    integral_unbounded: null,
     wait_ns: waitNs,
     power_min_w: withRange ? lo : null,
     power_max_w: withRange ? hi : null,

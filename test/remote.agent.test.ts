@@ -87,10 +87,10 @@ let python: PythonAgent | null = null;
 const servers: Server[] = [];
 
 /** Starts the giul-agent CLI on a free port; resolves with its URL. */
-function spawnAgent(): Promise<{ proc: ChildProcess; url: string }> {
+function spawnAgent(scenario: Scenario = sc): Promise<{ proc: ChildProcess; url: string }> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, [AGENT_CLI, "--port", "0", "--period-ms", "10"], {
-      env: { ...process.env, ...sc.env() },
+      env: { ...process.env, ...scenario.env() },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
@@ -306,6 +306,32 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
       expect(Math.abs((m.result().joules as number) - truth)).toBeLessThanOrEqual(truth * 0.01 + STEP_J);
     } finally {
       await other.close();
+    }
+  });
+
+  it("an agent whose card has no counter and a sensor that holds its readings: not sampled, and says so", async () => {
+    // A card without an energy counter whose power reading holds each value 50 ms: the agent's
+    // integral of it bounds nothing, and the agent says so in /energy.
+    const held = new Scenario({
+      devices: [{ counter: false, powerUpdateMs: 50, powerNoiseW: 0.5, power: 250 }],
+    });
+    const { proc, url } = await spawnAgent(held);
+    try {
+      await sleep(600); // a few of its refreshes seen
+      const reading = (await (await fetch(`${url}/energy`)).json()) as Record<string, unknown>;
+      expect(reading.energy_source).toBe("integral");
+      expect(reading.integral_unbounded).toMatch(/holds each reading \(about (4[5-9]|5[0-5]) ms/);
+      const { m } = await window(remoteNode(url), 400, false);
+      const e = m.result({ tokens: 10 });
+      expect(e.method).toBe("estimated");
+      expect(e.measuredJoules).toBeNull();
+      expect(e.reason).toMatch(
+        /the agent's card: the card has no energy counter, and its power sensor holds each reading/,
+      );
+    } finally {
+      proc.kill("SIGTERM");
+      await new Promise((r) => proc.once("exit", r));
+      held.remove();
     }
   });
 

@@ -284,6 +284,7 @@ export class DeviceMonitor {
       counter_step_ns: info.counterStepNs,
       period_ns: info.periodNs,
       averaged_power: info.averagedPower,
+      integral_unbounded: readings.integralProblem(),
       wait_ns: Number(process.hrtime.bigint() - arrived),
       power_min_w: range === null ? null : range.minMw / 1000,
       power_max_w: range === null ? null : range.maxMw / 1000,

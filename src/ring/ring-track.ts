@@ -370,14 +370,21 @@ export class RingTrack implements Track, TrackReadings {
         reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, describe, found),
       };
     }
-    if (this.source.column === "integral") {
-      // Readings that do not follow the card between reads bound nothing when integrated.
-      if (this.source.averagedPower)
-        return { ok: false, reason: averagedIntegral(this.source.averagedPowerSource) };
-      const held = this.held.problem(from.ring, to.kB, this.scratch);
-      if (held !== null) return { ok: false, reason: held };
-    }
+    const unbounded = this.unbounded(from.ring, to.kB);
+    if (unbounded !== null) return { ok: false, reason: unbounded };
     return OK;
+  }
+
+  integralProblem(): string | null {
+    const ring = this.ring;
+    return ring === null ? null : this.unbounded(ring, ring.head() - 1);
+  }
+
+  /** Readings that do not follow the card between reads bound nothing when integrated (./held.ts). */
+  private unbounded(ring: SampleRing, upTo: number): string | null {
+    if (this.source.column !== "integral") return null;
+    if (this.source.averagedPower) return averagedIntegral(this.source.averagedPowerSource);
+    return this.held.problem(ring, upTo, this.scratch);
   }
 
   /**

@@ -225,6 +225,11 @@ export interface TrackReadings {
    * null when none of them read power.
    */
   powerRange(sinceNs: bigint): { readonly minMw: number; readonly maxMw: number } | null;
+  /**
+   * Why an integral of this track's power readings bounds nothing now (readings that hold their
+   * values, or a trailing average), or null: null too on a counter.
+   */
+  integralProblem(): string | null;
 }
 
 /** The newest sample of a track (TrackReadings.latest). */

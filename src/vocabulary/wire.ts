@@ -80,6 +80,12 @@ export interface EnergyWire {
   period_ns: number;
   /** Power is a ~1 s trailing average (integral source on Ampere and newer). */
   averaged_power: boolean;
+  /**
+   * Why the agent's integral (energy_source "integral") bounds nothing now: its card's power
+   * readings hold their values or are a trailing average. Null where it does, or on a counter;
+   * absent from agents older than this field (then null).
+   */
+  integral_unbounded: string | null;
   /** ns from the request's arrival to the response (the wait for the next sample). */
   wait_ns: number;
   /**
@@ -210,6 +216,7 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     counter_step_ns: b.counter_step_ns as number,
     period_ns: b.period_ns as number,
     averaged_power: b.averaged_power === true,
+    integral_unbounded: typeof b.integral_unbounded === "string" ? b.integral_unbounded : null,
     wait_ns: b.wait_ns as number,
     power_min_w: finite(b.power_min_w) ? b.power_min_w : null,
     power_max_w: finite(b.power_max_w) ? b.power_max_w : null,

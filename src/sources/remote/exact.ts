@@ -292,9 +292,15 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     const tooShort = tooShortForCounter(agentNs, step, msFixed);
     if (tooShort !== null) return { ok: false, reason: tooShort };
   }
-  // As for a local card: an integral of a trailing average bounds nothing.
-  if (b.energy_source === "integral" && b.averaged_power)
-    return { ok: false, reason: averagedIntegral("the agent's nvmlDeviceGetPowerUsage") };
+  // As for a local card: an integral of readings that hold, or of a trailing average, bounds
+  // nothing (an agent older than integral_unbounded says only the latter).
+  if (b.energy_source === "integral") {
+    const why =
+      b.integral_unbounded ??
+      a.integral_unbounded ??
+      (b.averaged_power ? averagedIntegral("the agent's nvmlDeviceGetPowerUsage") : null);
+    if (why !== null) return { ok: false, reason: `the agent's card: ${why}` };
+  }
   const rawJ = b.energy_j - a.energy_j;
   const meanW = agentNs > 0 ? Math.max(0, rawJ) / (agentNs / 1e9) : 0;
   const pa = a.power_w ?? meanW;
