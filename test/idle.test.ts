@@ -167,7 +167,8 @@ describe.runIf(nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in"))(
       expect(lines.length).toBeGreaterThanOrEqual(2);
       // A constant 300 W on a 100 ms counter step: each line within its bar of 300 W × its
       // seconds, and within 1 % from 2 s on (a raw counter reading, up to a step stale, printed
-      // 274.7 J after 1 s). The bar is the two edges' (about 4–7 J): 1.5–2 % of the first second.
+      // 274.7 J after 1 s). The bar is the two edges' (about 4–7 J each: 10 J seen under a full
+      // suite's load, 3.3 % of the first second).
       for (const line of lines) {
         const m =
           /^GPU 4 {2}300\.0 W {2}([\d.]+) J ± ([\d.]+) since start \(([\d.]+) s, nvml_counter\)$/.exec(line);
@@ -175,7 +176,7 @@ describe.runIf(nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in"))(
         const [joules, bound, seconds] = [Number(m?.[1]), Number(m?.[2]), Number(m?.[3])];
         expect(seconds).toBeGreaterThan(0.5);
         expect(Math.abs(joules - 300 * seconds), line).toBeLessThanOrEqual(bound + 0.1);
-        expect(bound / (300 * seconds), line).toBeLessThan(0.03);
+        expect(bound / (300 * seconds), line).toBeLessThan(0.05);
         if (seconds >= 1.9)
           expect(Math.abs(joules - 300 * seconds) / (300 * seconds), line).toBeLessThan(0.01);
       }

@@ -157,7 +157,7 @@ interface SensorJson {
 }
 
 describe.runIf(ready)("giul-probe: what each card's sensors did while watched", () => {
-  // Read every 10 ms (2 ms for the first 250 ms), watched 6 s. Card 0: a counter on an exact
+  // Read every 10 ms (2 ms for the first 250 ms), watched 8 s. Card 0: a counter on an exact
   // 100 ms grid (a lock needs 48 updates), power refreshed every 20 ms. Card 1: a counter every
   // 100 ms whose updates come up to 12 ms late (off any grid), power every 50 ms. Card 2: a
   // counter every 20 ms, read too seldom to lock onto. Card 3: no counter. Power readings carry
@@ -174,7 +174,7 @@ describe.runIf(ready)("giul-probe: what each card's sensors did while watched", 
 
   it("--json: update intervals, refresh and lock as the scenario makes them", () => {
     scenario = writeScenario(SENSORS);
-    const ran = probe(["--json", "-s", "6"], scenario.env());
+    const ran = probe(["--json", "-s", "8"], scenario.env());
     expect(ran.status, ran.stderr).toBe(0);
     const devices = (JSON.parse(ran.stdout) as { devices: { sensor: SensorJson }[] }).devices;
     const [grid, wander, coarse, none] = devices.map((d) => d.sensor) as [
@@ -183,28 +183,28 @@ describe.runIf(ready)("giul-probe: what each card's sensors did while watched", 
       SensorJson,
       SensorJson,
     ];
-    expect(grid.seconds).toBe(6);
+    expect(grid.seconds, JSON.stringify(grid)).toBe(8);
     // Each interval is known to within the reads around its two updates (about 10 ms apart).
-    expect(grid.counterUpdateMs?.median).toBeGreaterThan(100 - 11);
-    expect(grid.counterUpdateMs?.median).toBeLessThan(100 + 11);
-    expect(grid.counterUpdateMs?.updates).toBeGreaterThan(48);
-    expect(grid.cadenceLock).toBe("locked");
-    expect(grid.lockMs).toBeLessThan(5);
+    expect(grid.counterUpdateMs?.median, JSON.stringify(grid)).toBeGreaterThan(100 - 11);
+    expect(grid.counterUpdateMs?.median, JSON.stringify(grid)).toBeLessThan(100 + 11);
+    expect(grid.counterUpdateMs?.updates, JSON.stringify(grid)).toBeGreaterThan(48);
+    expect(grid.cadenceLock, JSON.stringify(grid)).toBe("locked");
+    expect(grid.lockMs, JSON.stringify(grid)).toBeLessThan(5);
     // The power reading holds each value 20 ms: the refresh bound is at least that, and near it.
-    expect(grid.powerRefreshMs?.atMostMs).toBeGreaterThanOrEqual(20 - 2);
-    expect(grid.powerRefreshMs?.atMostMs).toBeLessThan(20 + 12);
+    expect(grid.powerRefreshMs?.atMostMs, JSON.stringify(grid)).toBeGreaterThanOrEqual(20 - 2);
+    expect(grid.powerRefreshMs?.atMostMs, JSON.stringify(grid)).toBeLessThan(20 + 12);
     // 100 ms steps, each update 0–12 ms late: intervals 88–112 ms, seen through 10 ms reads.
     const w = wander.counterUpdateMs;
-    expect(w?.median).toBeGreaterThan(100 - 11);
-    expect(w?.median).toBeLessThan(100 + 11);
-    expect(w?.least).toBeGreaterThan(88 - 11);
-    expect(w?.most).toBeLessThan(112 + 11);
+    expect(w?.median, JSON.stringify(wander)).toBeGreaterThan(100 - 11);
+    expect(w?.median, JSON.stringify(wander)).toBeLessThan(100 + 11);
+    expect(w?.least, JSON.stringify(wander)).toBeGreaterThan(88 - 11);
+    expect(w?.most, JSON.stringify(wander)).toBeLessThan(112 + 11);
     expect((w?.most ?? 0) - (w?.least ?? 0)).toBeGreaterThan(4);
     expect(["learning", "irregular"]).toContain(wander.cadenceLock);
-    expect(wander.powerRefreshMs?.atMostMs).toBeGreaterThanOrEqual(50 - 2);
-    expect(coarse.counterUpdateMs?.median).toBeGreaterThan(20 - 4);
-    expect(coarse.counterUpdateMs?.median).toBeLessThan(20 + 4);
-    expect(coarse.cadenceLock).toBe("coarse");
+    expect(wander.powerRefreshMs?.atMostMs, JSON.stringify(wander)).toBeGreaterThanOrEqual(50 - 2);
+    expect(coarse.counterUpdateMs?.median, JSON.stringify(coarse)).toBeGreaterThan(20 - 4);
+    expect(coarse.counterUpdateMs?.median, JSON.stringify(coarse)).toBeLessThan(20 + 4);
+    expect(coarse.cadenceLock, JSON.stringify(coarse)).toBe("coarse");
     expect(none).toMatchObject({ counterUpdateMs: null, cadenceLock: "none", lockMs: null });
   });
 

@@ -6,7 +6,7 @@
  */
 import { startAgent } from "../agent/server.js";
 import { forcedBackend } from "../select/index.js";
-import { type Flag, readCommandLine, UsageError, versionLine } from "./args.js";
+import { type Flag, helpOrVersion, readCommandLine, UsageError } from "./args.js";
 
 const USAGE = `Usage: giul-agent [--port 9402] [--host 127.0.0.1] [--gpu 0] [--period-ms 10]
 
@@ -80,14 +80,8 @@ export function parseArgs(args: readonly string[]): Parsed {
 
 export async function main(args: readonly string[]): Promise<number> {
   const parsed = parseArgs(args);
-  if (parsed.kind === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (parsed.kind === "version") {
-    process.stdout.write(versionLine("giul-agent"));
-    return 0;
-  }
+  if (parsed.kind === "help" || parsed.kind === "version")
+    return helpOrVersion(parsed.kind, "giul-agent", USAGE);
   if (parsed.kind === "bad") {
     process.stderr.write(`giul-agent: ${parsed.message}\n\n${USAGE}`);
     return 2;

@@ -106,7 +106,8 @@ export function readCommandLine(
   };
 }
 
-/** What `--version` prints: the tool and the package's version. */
-export function versionLine(tool: string): string {
-  return `${tool} ${packageVersion()}\n`;
+/** Prints the usage (help) or the tool and the package's version (version); the exit status, 0. */
+export function helpOrVersion(kind: "help" | "version", tool: string, usage: string): number {
+  process.stdout.write(kind === "help" ? usage : `${tool} ${packageVersion()}\n`);
+  return 0;
 }

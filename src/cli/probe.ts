@@ -12,7 +12,7 @@ import { disableAddonProblem } from "../sources/native/binding.js";
 import { simulateCard } from "../testing.js";
 import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
-import { type Flag, readCommandLine, versionLine } from "./args.js";
+import { type Flag, helpOrVersion, readCommandLine } from "./args.js";
 import { type SensorSeen, sensorRows, watchSensors } from "./sensor.js";
 import { watch } from "./watch.js";
 
@@ -366,14 +366,8 @@ export function formatJson(
 
 export async function main(args: readonly string[]): Promise<number> {
   const parsed = parseArgs(args);
-  if (parsed.kind === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (parsed.kind === "version") {
-    process.stdout.write(versionLine("giul-probe"));
-    return 0;
-  }
+  if (parsed.kind === "help" || parsed.kind === "version")
+    return helpOrVersion(parsed.kind, "giul-probe", USAGE);
   if (parsed.kind === "bad") {
     process.stderr.write(`${parsed.message}\n\n${USAGE}`);
     return 2;

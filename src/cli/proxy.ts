@@ -13,7 +13,7 @@ import { type MeteringProxy, startProxy } from "../proxy/server.js";
 import { type Node, resolveNode } from "../rules/node.js";
 import { probeHost } from "../select/host.js";
 import { isGiulError } from "../vocabulary/errors.js";
-import { type Flag, readCommandLine, versionLine } from "./args.js";
+import { type Flag, helpOrVersion, readCommandLine } from "./args.js";
 
 const USAGE = `Usage: giul-proxy --upstream URL --idle-w W [--gpu N] [options]
 
@@ -318,14 +318,8 @@ export async function main(args: readonly string[]): Promise<number> {
   let parsed = parseArgs(args);
   if (parsed.kind === "run") parsed = await everyCard(parsed);
   const say = (m: string) => process.stderr.write(`${m}\n`);
-  if (parsed.kind === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (parsed.kind === "version") {
-    process.stdout.write(versionLine("giul-proxy"));
-    return 0;
-  }
+  if (parsed.kind === "help" || parsed.kind === "version")
+    return helpOrVersion(parsed.kind, "giul-proxy", USAGE);
   if (parsed.kind === "bad") {
     process.stderr.write(`giul-proxy: ${parsed.message}\n\n${USAGE}`);
     return 2;

@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import { renderReport } from "../report/html.js";
 import { readLogs } from "../report/read.js";
 import { ReportBuilder } from "../report/summary.js";
-import { type Flag, readCommandLine, versionLine } from "./args.js";
+import { type Flag, helpOrVersion, readCommandLine } from "./args.js";
 
 const USAGE = `Usage: giul-report [--json] [-o report.html] LOG.ndjson [LOG.ndjson …]
 
@@ -31,14 +31,7 @@ const FLAGS: Readonly<Record<string, Flag>> = {
 
 export async function main(args: readonly string[]): Promise<number> {
   const line = readCommandLine(args, FLAGS, true);
-  if (line.kind === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (line.kind === "version") {
-    process.stdout.write(versionLine("giul-report"));
-    return 0;
-  }
+  if (line.kind === "help" || line.kind === "version") return helpOrVersion(line.kind, "giul-report", USAGE);
   if (line.kind === "bad") return bad(line.message);
   const json = line.on("json");
   const out = line.text("out") ?? "report.html";
