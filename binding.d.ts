@@ -316,9 +316,11 @@ export interface NativeSampler {
    * period (0.5 to 2.5 ms) after its previous read began (however many windows ask, at most 4 reads
    * per period), and its next
    * periodic read comes a period after this one (asked reads take the place of periodic ones rather
-   * than adding to them). Never calls NVML on this thread, never blocks.
+   * than adding to them). With `counterOnly` true, the doorbell rings only after a tick whose
+   * energy counter read changed or failed (edges waiting for the counter's next update), not after
+   * every tick. Never calls NVML on this thread, never blocks.
    */
-  wake(read?: boolean): void;
+  wake(read?: boolean, counterOnly?: boolean): void;
   /**
    * Asks the thread for a read now, as wake(true) does, without arming the doorbell: what a
    * window's edge asks for, so that every edge has a sample right after it. Never blocks.

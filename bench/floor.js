@@ -11,6 +11,7 @@
 //   --before: another build's dist/ (with its own addon beside it), measured alternately as
 //   "before"; the child: node bench/floor.js --child <bare|meter> <n> <rounds> (GIUL_BENCH_DIST).
 //   GIUL_BENCH_CARDS=K: every window spans K cards of the double (a tensor-parallel node).
+//   GIUL_BENCH_COUNTER_STEP_MS=S: the double's counter updates every S ms (default 10).
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -42,7 +43,10 @@ function processCpuNs() {
 async function child(variant, n, rounds) {
   const dir = mkdtempSync(join(tmpdir(), "giul-bench-floor-"));
   const cards = Number(process.env.GIUL_BENCH_CARDS ?? "1");
-  squareWaveScenario(dir, { cards });
+  // GIUL_BENCH_COUNTER_STEP_MS=100: a counter updating as recent cards' do (with a real sensor's
+  // noise on the power readings) instead of the double's 10 ms.
+  const step = process.env.GIUL_BENCH_COUNTER_STEP_MS;
+  squareWaveScenario(dir, { cards, device: step ? `counter_step_ms=${Number(step)} power_noise_w=0.5` : "" });
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
   let make = null;
   if (variant === "meter") {

@@ -2,8 +2,11 @@
 
 namespace giul {
 
-void Doorbell::RingIfArmed() {
+void Doorbell::RingIfArmed(bool counter_changed) {
   if (!armed_.load(std::memory_order_acquire)) {
+    return;
+  }
+  if (!counter_changed && counter_only_.load(std::memory_order_relaxed)) {
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -16,10 +16,15 @@ class Doorbell {
  public:
   explicit Doorbell(Napi::ThreadSafeFunction tsfn) : tsfn_(tsfn) {}
 
-  /// JS thread: ring once after the next published tick.
-  void Arm() { armed_.store(true, std::memory_order_release); }
+  /// JS thread: ring once after the next published tick, or (`counter_only`) after the next one
+  /// whose energy counter read changed or failed: what edges waiting for the counter's next update
+  /// need, so that the ticks in between wake nobody.
+  void Arm(bool counter_only = false) {
+    counter_only_.store(counter_only, std::memory_order_relaxed);
+    armed_.store(true, std::memory_order_release);
+  }
   /// Sampling thread, after a tick: rings when armed (never blocks; the call is queued).
-  void RingIfArmed();
+  void RingIfArmed(bool counter_changed);
   /// Whether Arm() was called since the last ring (the thread reads it to decide on a read).
   bool armed() const { return armed_.load(std::memory_order_acquire); }
   /// JS thread (the thread-safe function's finaliser): no ring may start after this returns.
@@ -33,6 +38,7 @@ class Doorbell {
   Napi::ThreadSafeFunction tsfn_;  // guarded by mutex_
   bool attached_ = true;           // guarded by mutex_
   std::atomic<bool> armed_{false};
+  std::atomic<bool> counter_only_{false};
 };
 
 }  // namespace giul

@@ -161,10 +161,10 @@ void Sampler::RemoveDoorbell(const std::shared_ptr<Doorbell>& doorbell) {
   }
 }
 
-void Sampler::RingDoorbells() {
+void Sampler::RingDoorbells(bool counter_changed) {
   std::lock_guard<std::mutex> lock(doorbells_mutex_);
   for (const auto& doorbell : doorbells_) {
-    doorbell->RingIfArmed();
+    doorbell->RingIfArmed(counter_changed);
   }
 }
 
@@ -174,8 +174,8 @@ void Sampler::Run() {
   started_ = scheduled;  // the thread's own, as last_tick_: read only by it (PeriodLocked)
   while (!stop_.load(std::memory_order_acquire)) {
     last_tick_ = std::chrono::steady_clock::now();
-    Tick();
-    RingDoorbells();
+    const bool counter_changed = Tick();
+    RingDoorbells(counter_changed);
     if (!WaitForTick(scheduled)) {
       break;
     }

@@ -92,10 +92,11 @@ class Sampler {
   void Run();
   /// Waits for the next tick: the periodic deadline, a requested read, or a stop (false).
   bool WaitForTick(std::chrono::steady_clock::time_point& scheduled);
-  void RingDoorbells();
+  void RingDoorbells(bool counter_changed);
   /// One sample: open the device, read the counter, read power, check the counter, integrate
   /// power, tally faults, publish into the ring. Each step below is one of these.
-  void Tick();
+  /// One read of the card, published; whether the energy counter read changed (or failed).
+  bool Tick();
   bool Stopping() const { return stop_.load(std::memory_order_acquire); }
   /// Gets the device handle (again after the GPU was lost); true when the thread has one.
   bool OpenDevice(TickReads& reads);

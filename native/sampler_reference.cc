@@ -114,7 +114,7 @@ Napi::Value SamplerReference::SetDoorbell(const Napi::CallbackInfo& info) {
 
 Napi::Value SamplerReference::Wake(const Napi::CallbackInfo& info) {
   if (doorbell_) {
-    doorbell_->Arm();
+    doorbell_->Arm(info.Length() > 1 && info[1].ToBoolean().Value());
   }
   if (info.Length() > 0 && info[0].ToBoolean().Value()) {
     lease_->RequestRead();

@@ -70,7 +70,7 @@ int64_t Sampler::InCallForNs(int64_t now_ns) const {
   return started == 0 ? 0 : now_ns - started;
 }
 
-void Sampler::Tick() {
+bool Sampler::Tick() {
   TickReads reads;
   reads.started = MonotonicNs();
   tick_started_ns_.store(reads.started, std::memory_order_release);
@@ -89,10 +89,12 @@ void Sampler::Tick() {
   reads.finished = MonotonicNs();
   tick_started_ns_.store(0, std::memory_order_release);
   const int64_t t = reads.StampNs() - epoch_ns_;
+  const bool counter_changed = !reads.energy_ok || !have_energy_ || reads.energy != prev_energy_;
   TrackCounter(reads, t);
   IntegratePower(reads);
   const bool failed = TallyFaults(reads);
   Publish(reads, t, failed);
+  return counter_changed || failed;
 }
 
 bool Sampler::OpenDevice(TickReads& reads) {

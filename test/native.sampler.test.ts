@@ -489,6 +489,41 @@ describe.skipIf(!haveDoubles())("native sampler (test double)", () => {
     await waitFor("the thread to stop", () => b.samplerThreads() === 0);
   });
 
+  it("armed for the counter only, rings after the first sample whose counter read changed", async () => {
+    // A counter updating every 100 ms, read every 10 ms: most samples repeat the value before.
+    sc.update({ devices: [{ counterStepMs: 100, power: 200 }, NO_COUNTER, NO_HANDLE] });
+    const s = open(0, 10);
+    await pastLearning(s);
+    let quiet = 0;
+    for (let round = 0; round < 3; round++) {
+      const rings: number[] = [];
+      s.doorbell(() => rings.push(snapshot(s).head));
+      const armedAt = snapshot(s).head;
+      s.wake(false, true);
+      await waitFor("the counter's ring", () => rings.length > 0, 1000);
+      await new Promise((done) => setTimeout(done, 30));
+      expect(rings).toHaveLength(1);
+      const samples = snapshot(s).samples;
+      const energy = (k: number) => samples.find((x) => x.k === k)?.energyMj ?? Number.NaN;
+      const rungAt = rings[0] as number;
+      // The newest sample when it rang changed the counter; none written between the arming and
+      // it did: they rang nobody (a 100 ms step at 10 ms reads leaves several).
+      expect(energy(rungAt - 1)).not.toBe(energy(rungAt - 2));
+      for (let k = armedAt; k < rungAt - 1; k++) expect(energy(k), `sample ${k}`).toBe(energy(k - 1));
+      quiet += Math.max(0, rungAt - 1 - armedAt);
+    }
+    expect(quiet).toBeGreaterThan(3);
+    // Armed as before (no counterOnly): it rings after the very next sample, changed or not.
+    const rings: number[] = [];
+    s.doorbell(() => rings.push(snapshot(s).head));
+    const armedAt = snapshot(s).head;
+    s.wake(false);
+    await waitFor("the next sample's ring", () => rings.length > 0, 1000);
+    expect(rings[0]).toBeLessThanOrEqual(armedAt + 2);
+    s.release();
+    await waitFor("the thread to stop", () => b.samplerThreads() === 0);
+  });
+
   it("never blocks the JS thread on NVML: open, setPeriod and release with 20 ms calls", async () => {
     sc.update({ latencyUs: 20_000, devices: [{}, NO_COUNTER, NO_HANDLE] });
     const t0 = process.hrtime.bigint();

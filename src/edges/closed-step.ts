@@ -135,6 +135,14 @@ export class ClosedSteps {
     memo.result = result;
     return result;
   }
+  /** Whether the newest update of anchor kA's run began before t: none read wholly after it yet. */
+  awaitsUpdate(t: number, kA: number): boolean {
+    const n = this.f.anchorAt[kA % this.f.ring.capacity] ?? -1;
+    if (n < 0 || n < this.f.anchorBase) return false;
+    const newest = this.f.anchorBase + this.f.aValue.length - 1;
+    return this.f.seg(newest) === this.f.seg(n) && (this.f.aLo[newest - this.f.anchorBase] as number) < t;
+  }
+
   /**
    * What the updates around t say of E(t) (the closed step this.step), and a point estimate. The counter alone: E(t)
    * lies between the value of each update before t and of each after it (the intersection). The
@@ -343,9 +351,7 @@ export class ClosedSteps {
     const n = this.f.anchorAt[kA % this.f.ring.capacity] ?? -1;
     if (n < 0 || n < this.f.anchorBase) return "no energy counter reading before the edge";
     // No update read wholly after t yet (the newest began before it): wait, at the cost of a look.
-    const newest = this.f.anchorBase + this.f.aValue.length - 1;
-    if (this.f.seg(newest) === this.f.seg(n) && (this.f.aLo[newest - this.f.anchorBase] as number) < t)
-      return false;
+    if (this.awaitsUpdate(t, kA)) return false;
     // Every edge is bounded inside a step the counter has closed: the readings only where the
     // step's total checks them (a burst they missed, before or after the edge, shows as a step
     // that disagrees with them, not as a tight bar around the wrong figure), and the counter alone

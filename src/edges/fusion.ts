@@ -314,6 +314,23 @@ export class CounterFusion {
     return this.closed.at(t, kA, out);
   }
 
+  /**
+   * A number that changes with every change of the counter or fault digested (the new samples
+   * digested first): what edges waiting for the counter's next update wait for (../ring/waits.ts).
+   */
+  changes(): number {
+    this.update();
+    return (this.anchorBase + this.aValue.length) * 1024 + (this.segment % 1024);
+  }
+
+  /**
+   * Whether an edge at `t` (kA the last sample at or before it) waits only for the counter's next
+   * update: no update read wholly after it yet. As of the last at() (no new samples digested).
+   */
+  awaitsUpdate(t: number, kA: number): boolean {
+    return this.closed.awaitsUpdate(t, kA);
+  }
+
   /** Bounds on the energy between two instants from the power readings alone (./closed-step.ts). */
   between(x: number, y: number, kA: number): { lo: number; hi: number } | null {
     this.update();

@@ -13,7 +13,8 @@
  * and not known (so not trusted) before MIN_RUNS of them.
  * Advanced over the ring's new samples when asked (each sample looked at once).
  */
-import type { Sample, SampleRing } from "../track/ring.js";
+import { averagedIntegral } from "../edges/uncertainty.js";
+import type { RingSource, Sample, SampleRing } from "../track/ring.js";
 
 /** Runs judged from. */
 const RUNS = 32;
@@ -36,10 +37,11 @@ export class HeldReadings {
   private readonly scratch = new Float64Array(RUNS);
 
   /**
-   * Why the ring's readings up to sample `upTo` cannot be integrated into a bound (they hold
-   * their values), or null.
+   * Why the ring's readings up to sample `upTo` cannot be integrated into a bound (they are a
+   * trailing average, as `source` says, or hold their values), or null.
    */
-  problem(ring: SampleRing, upTo: number, s: Sample): string | null {
+  problem(source: RingSource, ring: SampleRing, upTo: number, s: Sample): string | null {
+    if (source.averagedPower) return averagedIntegral(source.averagedPowerSource);
     this.advance(ring, upTo, s);
     const n = Math.min(this.runs, RUNS);
     if (n < MIN_RUNS) {

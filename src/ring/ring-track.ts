@@ -1,6 +1,5 @@
 import { COUNTER_ONLY, CounterFusion, type FusionReport } from "../edges/fusion.js";
 import {
-  averagedIntegral,
   averagedPowerCaveat,
   counterStep,
   fusedSpan,
@@ -99,13 +98,14 @@ export class RingTrack implements Track, TrackReadings {
         if (e.state === PENDING) this.resolve(e);
         return e.state === PENDING;
       },
-      // A fused edge can have its sample after it and still wait for a later one (the counter's
-      // next update): that is not a stalled sampler.
+      // A fused edge can have its sample and still wait for the counter's next update: not a stall.
       awaitingSample: (e) => e.kB < 0,
       fail: (e, reason) => failEdge(e, reason),
-      wake: (read) => {
+      awaitingCounter: (e) => e.kB >= 0 && (this.fusionOf(e.ring)?.awaitsUpdate(e.t, e.kA) ?? false),
+      counterProgress: () => (this.ring === null ? -1 : (this.fusionOf(this.ring)?.changes() ?? -1)),
+      wake: (read, counterOnly) => {
         if (!this.doorbell || this.ring === null) return false;
-        this.source.wake?.(read);
+        this.source.wake?.(read, counterOnly);
         return true;
       },
     });
@@ -382,9 +382,9 @@ export class RingTrack implements Track, TrackReadings {
 
   /** Readings that do not follow the card between reads bound nothing when integrated (./held.ts). */
   private unbounded(ring: SampleRing, upTo: number): string | null {
-    if (this.source.column !== "integral") return null;
-    if (this.source.averagedPower) return averagedIntegral(this.source.averagedPowerSource);
-    return this.held.problem(ring, upTo, this.scratch);
+    return this.source.column === "integral"
+      ? this.held.problem(this.source, ring, upTo, this.scratch)
+      : null;
   }
 
   /**

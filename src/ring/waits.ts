@@ -47,6 +47,16 @@ export interface WaitHooks<E> {
    * and waits for a later one (a fused counter's next update) does not make the sampler stalled.
    */
   awaitingSample?(edge: E): boolean;
+  /**
+   * Whether a pending edge waits only for the energy counter's next update (absent: never): while
+   * every waiting edge does, the doorbell need ring only when the counter changes.
+   */
+  awaitingCounter?(edge: E): boolean;
+  /**
+   * A number that changes when the energy counter does (its changes read so far), or −1: waits
+   * whose edges all wait for the counter are not looked at again until it changes.
+   */
+  counterProgress?(): number;
   /** Gives up on a pending edge, with why. */
   fail(edge: E, reason: string): void;
   /**
@@ -54,7 +64,7 @@ export interface WaitHooks<E> {
    * the sampler for a read now; true when it did (the waits are then told of each new sample by
    * {@link RingWaits.onSample} and only time the deadlines), false to poll the ring on a timer.
    */
-  wake?(read: boolean): boolean;
+  wake?(read: boolean, counterOnly: boolean): boolean;
 }
 
 interface Stall {
@@ -72,6 +82,8 @@ interface SettleWaiter<E> {
   readonly since: number;
   readonly deadline: number;
   readonly done: Finished;
+  /** Its edges all wait for the counter's next update, as of this counterProgress (−1: not so). */
+  counterAt: number;
 }
 
 interface ReadyWaiter {
@@ -159,7 +171,7 @@ export class RingWaits<E> {
     const ring = this.hooks.ring();
     const now = this.now();
     const deadline = now + this.boundMs(ring);
-    this.settling.push({ edges, since: now, deadline, done });
+    this.settling.push({ edges, since: now, deadline, done, counterAt: -1 });
     this.schedule(ring, true, deadline);
   }
 
@@ -253,11 +265,18 @@ export class RingWaits<E> {
    * read when an edge lacks the sample after it), with a timer only for the earliest deadline;
    * else on a timer every half period.
    */
-  private schedule(ring: SampleRing | null, read: boolean, added = Number.NEGATIVE_INFINITY): void {
+  private schedule(
+    ring: SampleRing | null,
+    read: boolean,
+    added = Number.NEGATIVE_INFINITY,
+    counterOnly: { head: number } | null = null,
+  ): void {
     const wake = this.hooks.wake;
     if (wake !== undefined && ring !== null) {
       const asking = read && !this.readAsked;
-      if (wake(asking)) {
+      if (wake(asking, counterOnly !== null)) {
+        // A sample written since the waits were looked at may have rung nobody: ring on the next.
+        if (counterOnly !== null && ring.head() !== counterOnly.head) wake(false, false);
         if (asking) this.readAsked = true;
         this.armDeadline(added);
         return;
@@ -300,7 +319,10 @@ export class RingWaits<E> {
 
   private poll(): void {
     const ring = this.hooks.ring();
+    const head = ring?.head() ?? 0;
     const now = this.now();
+    // Whether every waiting edge waits only for the counter's next update.
+    let counterOnly = this.readying.length === 0 && this.hooks.awaitingCounter !== undefined;
     let stalled: string | null = null;
     const readying: ReadyWaiter[] = [];
     for (const w of this.readying) {
@@ -321,14 +343,25 @@ export class RingWaits<E> {
     // An edge still without the sample after it asks for another read (the one asked may have
     // begun before the edge was taken); one that has it waits for the next periodic sample.
     let readMore = false;
+    const progress = this.hooks.counterProgress?.() ?? -1;
     for (const w of this.settling) {
+      // Nothing new for edges that wait for the counter's next update: not looked at again, unless
+      // they have waited as long as it may take.
+      if (progress >= 0 && w.counterAt === progress && now - w.since < updateWaitMs(ring)) {
+        settling.push(w);
+        continue;
+      }
       let pending = false;
       let sampleless = false;
+      let forCounter = true;
       for (const e of w.edges) {
         if (!this.hooks.pending(e)) continue;
         pending = true;
         if (this.hooks.awaitingSample?.(e) ?? true) sampleless = true;
+        else if (!(this.hooks.awaitingCounter?.(e) ?? false)) forCounter = false;
       }
+      w.counterAt = pending && !sampleless && forCounter ? progress : -1;
+      if (!forCounter) counterOnly = false;
       if (sampleless) readMore = true;
       if (!pending) w.done.finished();
       else if (now < w.deadline) settling.push(w);
@@ -349,7 +382,8 @@ export class RingWaits<E> {
     }
     this.settling = settling;
     if (stalled !== null) this.declareStall(ring, stalled);
-    if (this.settling.length > 0 || this.readying.length > 0) this.schedule(ring, readMore);
+    if (this.settling.length > 0 || this.readying.length > 0)
+      this.schedule(ring, readMore, Number.NEGATIVE_INFINITY, counterOnly && !readMore ? { head } : null);
     else if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;

@@ -91,8 +91,11 @@ export interface RingSource {
    * when the source has none.
    */
   doorbell?(onSample: () => void): boolean;
-  /** Arms the doorbell; with `read`, asks the sampler for a read now (an edge waits for it). */
-  wake?(read: boolean): void;
+  /**
+   * Arms the doorbell; with `read`, asks the sampler for a read now (an edge waits for it); with
+   * `counterOnly`, it rings only after a sample whose energy counter read changed or failed.
+   */
+  wake?(read: boolean, counterOnly?: boolean): void;
   /** Where the source can: asks for a read now without ringing the doorbell after it (an edge's). */
   read?(): void;
 }

@@ -159,8 +159,8 @@ class NvmlSource implements RingSource {
     return true;
   }
 
-  wake(read: boolean): void {
-    this.sampler?.wake(read);
+  wake(read: boolean, counterOnly = false): void {
+    this.sampler?.wake(read, counterOnly);
   }
 
   read(): void {
