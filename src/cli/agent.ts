@@ -6,7 +6,7 @@
  */
 import { startAgent } from "../agent/server.js";
 import { forcedBackend } from "../select/index.js";
-import { type Flag, helpOrVersion, readCommandLine, UsageError } from "./args.js";
+import { type Flag, helpOrVersion, integerArg, readCommandLine, UsageError } from "./args.js";
 
 const USAGE = `Usage: giul-agent [--port 9402] [--host 127.0.0.1] [--gpu 0] [--period-ms 10]
 
@@ -49,13 +49,6 @@ const FLAGS: Readonly<Record<string, Flag>> = {
   "period-ms": { type: "string" },
 };
 
-function intArg(name: string, raw: string, min: number, max: number): number {
-  if (!/^\d+$/.test(raw)) throw new UsageError(`${name} needs an integer, got ${JSON.stringify(raw)}`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new UsageError(`${name} must be from ${min} to ${max}, got ${n}`);
-  return n;
-}
-
 export function parseArgs(args: readonly string[]): Parsed {
   const line = readCommandLine(args, FLAGS);
   if (line.kind !== "parsed") return line;
@@ -67,10 +60,10 @@ export function parseArgs(args: readonly string[]): Parsed {
     const period = line.text("period-ms");
     return {
       kind: "run",
-      port: port === undefined ? 9402 : intArg("--port", port, 0, 65535),
+      port: port === undefined ? 9402 : integerArg("--port", port, 0, 65535),
       host: host ?? "127.0.0.1",
-      gpus: gpu === undefined ? [0] : gpu.split(",").map((part) => intArg("--gpu", part.trim(), 0, 1023)),
-      periodMs: period === undefined ? 10 : intArg("--period-ms", period, 1, 1000),
+      gpus: gpu === undefined ? [0] : gpu.split(",").map((part) => integerArg("--gpu", part.trim(), 0, 1023)),
+      periodMs: period === undefined ? 10 : integerArg("--period-ms", period, 1, 1000),
     };
   } catch (error) {
     if (error instanceof UsageError) return { kind: "bad", message: error.message };

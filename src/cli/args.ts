@@ -32,6 +32,14 @@ export type CommandLine =
 /** A value an option cannot take, or options that do not go together: the tool exits 2. */
 export class UsageError extends Error {}
 
+/** `raw` as a whole number from `min` to `max`, else a UsageError naming the option. */
+export function integerArg(option: string, raw: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw)) throw new UsageError(`${option} needs an integer, got ${JSON.stringify(raw)}`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new UsageError(`${option} must be from ${min} to ${max}, got ${n}`);
+  return n;
+}
+
 const COMMON: Readonly<Record<string, Flag>> = {
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },

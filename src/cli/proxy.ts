@@ -13,7 +13,7 @@ import { type MeteringProxy, startProxy } from "../proxy/server.js";
 import { type Node, resolveNode } from "../rules/node.js";
 import { probeHost } from "../select/host.js";
 import { isGiulError } from "../vocabulary/errors.js";
-import { type Flag, helpOrVersion, readCommandLine } from "./args.js";
+import { type Flag, helpOrVersion, integerArg, readCommandLine, UsageError } from "./args.js";
 
 const USAGE = `Usage: giul-proxy --upstream URL --idle-w W [--gpu N] [options]
 
@@ -77,28 +77,19 @@ type Parsed =
   | { readonly kind: "version" }
   | { readonly kind: "bad"; readonly message: string };
 
-class Bad extends Error {}
-
-function int(flag: string, raw: string, min: number, max: number): number {
-  if (!/^\d+$/.test(raw)) throw new Bad(`${flag} needs an integer, got ${JSON.stringify(raw)}`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new Bad(`${flag} must be from ${min} to ${max}, got ${n}`);
-  return n;
-}
-
 function number(flag: string, raw: string | undefined, what: string): number {
   const n = raw === undefined || raw.trim() === "" ? Number.NaN : Number(raw);
   if (!Number.isFinite(n) || n < 0)
-    throw new Bad(`${flag} needs ${what} (a number ≥ 0), got ${JSON.stringify(raw)}`);
+    throw new UsageError(`${flag} needs ${what} (a number ≥ 0), got ${JSON.stringify(raw)}`);
   return n;
 }
 
 /** HOST:PORT, [V6]:PORT, :PORT or PORT. */
 function address(flag: string, raw: string, host: string): { host: string; port: number } {
   const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]]*):)?(\d+)$/.exec(raw);
-  if (m === null) throw new Bad(`${flag} needs HOST:PORT, got ${JSON.stringify(raw)}`);
+  if (m === null) throw new UsageError(`${flag} needs HOST:PORT, got ${JSON.stringify(raw)}`);
   const given = (m[1] ?? "").replace(/^\[(.*)\]$/, "$1");
-  return { host: given === "" ? host : given, port: int(flag, m[2] ?? "", 0, 65535) };
+  return { host: given === "" ? host : given, port: integerArg(flag, m[2] ?? "", 0, 65535) };
 }
 
 const NODE_FLAGS: Record<string, string> = {
@@ -113,10 +104,10 @@ function readNode(file: string): Record<string, unknown> {
   try {
     parsed = JSON.parse(readFileSync(file, "utf8"));
   } catch (error) {
-    throw new Bad(`--node ${file}: ${error instanceof Error ? error.message : String(error)}`);
+    throw new UsageError(`--node ${file}: ${error instanceof Error ? error.message : String(error)}`);
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-    throw new Bad(`--node ${file}: expected a JSON object of Node fields`);
+    throw new UsageError(`--node ${file}: expected a JSON object of Node fields`);
   return parsed as Record<string, unknown>;
 }
 
@@ -152,7 +143,7 @@ function checkNode(
     const field = (error.field ?? "").replace(/\[\d+\]$/, "");
     const flag = NODE_FLAGS[field];
     const fromFlag = flag !== undefined && field.slice(5) in flags;
-    throw new Bad(
+    throw new UsageError(
       fromFlag ? `${flag}: ${error.message}` : `--node ${nodeFile ?? "(flags)"}: ${error.message}`,
     );
   }
@@ -171,7 +162,7 @@ async function everyCard(parsed: Extract<Parsed, { kind: "run" }>): Promise<Pars
   try {
     checkNode(node, parsed.flags, parsed.nodeFile);
   } catch (error) {
-    if (error instanceof Bad) return { kind: "bad", message: error.message };
+    if (error instanceof UsageError) return { kind: "bad", message: error.message };
     throw error;
   }
   return parsed;
@@ -215,12 +206,12 @@ export function parseArgs(args: readonly string[]): Parsed {
       const flag = `--${name}`;
       const raw = line.text(name) ?? "";
       const text = (what: string) => {
-        if (raw === "") throw new Bad(`${flag} needs ${what}`);
+        if (raw === "") throw new UsageError(`${flag} needs ${what}`);
         return raw;
       };
       const limit = LIMITS[name];
       if (limit !== undefined) {
-        o[limit.option] = int(flag, raw, limit.min, limit.max);
+        o[limit.option] = integerArg(flag, raw, limit.min, limit.max);
         continue;
       }
       switch (name) {
@@ -229,7 +220,7 @@ export function parseArgs(args: readonly string[]): Parsed {
           try {
             upstreamUrl(v);
           } catch (error) {
-            throw new Bad(`--upstream: ${(error as Error).message.replace(/^upstream: /, "")}`);
+            throw new UsageError(`--upstream: ${(error as Error).message.replace(/^upstream: /, "")}`);
           }
           o.upstream = v;
           break;
@@ -251,7 +242,7 @@ export function parseArgs(args: readonly string[]): Parsed {
             flags.gpuUuid = names.length === 1 ? names[0] : names;
             break;
           }
-          const indices = names.map((x) => int("--gpu", x, 0, 1023));
+          const indices = names.map((x) => integerArg("--gpu", x, 0, 1023));
           flags.gpuIndex = indices.length === 1 ? indices[0] : indices;
           break;
         }
@@ -265,7 +256,7 @@ export function parseArgs(args: readonly string[]): Parsed {
           o.joulesPer1kHint = number("--hint", raw, "joules per 1,000 tokens");
           break;
         case "period-ms":
-          o.periodMs = int("--period-ms", raw, 1, 1000);
+          o.periodMs = integerArg("--period-ms", raw, 1, 1000);
           break;
         case "listen": {
           const a = address("--listen", raw, "127.0.0.1");
@@ -290,14 +281,14 @@ export function parseArgs(args: readonly string[]): Parsed {
           break;
       }
     }
-    if (o.upstream === undefined) throw new Bad("--upstream is required: the inference server's URL");
+    if (o.upstream === undefined) throw new UsageError("--upstream is required: the inference server's URL");
     const base = nodeFile === null ? {} : readNode(nodeFile);
     const node = { ...base, ...flags } as Record<string, unknown>;
     // --gpu names the cards, by index or UUID, over whichever the --node file used.
     if ("gpuUuid" in flags) delete node.gpuIndex;
     if ("gpuIndex" in flags) delete node.gpuUuid;
     if (node.idleW === undefined && nodeFile === null)
-      throw new Bad(
+      throw new UsageError(
         "--idle-w is required: the card's idle draw in watts, measured by you (or idleW in --node)",
       );
     // --gpu all is known once NVML has been asked (main()); the node is checked then.
@@ -306,10 +297,10 @@ export function parseArgs(args: readonly string[]): Parsed {
       typeof o.requestTimeoutMs === "number" &&
       o.requestTimeoutMs < ((o.headersTimeoutMs as number | undefined) ?? 10_000)
     )
-      throw new Bad("--request-timeout-ms must be ≥ --headers-timeout-ms");
+      throw new UsageError("--request-timeout-ms must be ≥ --headers-timeout-ms");
     return { kind: "run", options: { ...o, node } as unknown as ProxyOptions, log, nodeFile, flags };
   } catch (error) {
-    if (error instanceof Bad) return { kind: "bad", message: error.message };
+    if (error instanceof UsageError) return { kind: "bad", message: error.message };
     throw error;
   }
 }

@@ -204,18 +204,16 @@ export function describeFaults(
 
 /**
  * One pass over samples kFrom..kTo: the largest interval between two of them (ns), the error a
- * trapezoid of their power can make in between (mJ), and their least and most power (mW).
+ * trapezoid of their power can make in between (mJ).
  */
 export function samplesBetween(
   ring: SampleRing,
   kFrom: number,
   kTo: number,
   s: Sample,
-): { maxGap: number; trapezoidMj: number; pMin: number; pMax: number } {
+): { maxGap: number; trapezoidMj: number } {
   let maxGap = 0;
   let trapezoidMj = 0;
-  let pMin = Number.POSITIVE_INFINITY;
-  let pMax = Number.NEGATIVE_INFINITY;
   let prevT = Number.NaN;
   let prevP = Number.NaN;
   for (let k = Math.max(kFrom, ring.head() - ring.capacity); k <= kTo; k++) {
@@ -227,10 +225,8 @@ export function samplesBetween(
     }
     prevT = s.t;
     prevP = s.powerMw;
-    if (s.powerMw < pMin) pMin = s.powerMw;
-    if (s.powerMw > pMax) pMax = s.powerMw;
   }
-  return { maxGap, trapezoidMj, pMin, pMax };
+  return { maxGap, trapezoidMj };
 }
 
 /**

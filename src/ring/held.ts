@@ -13,6 +13,7 @@
  * and not known (so not trusted) before MIN_RUNS of them.
  * Advanced over the ring's new samples when asked (each sample looked at once).
  */
+import { medianOf } from "../edges/cadence.js";
 import { averagedIntegral } from "../edges/uncertainty.js";
 import type { RingSource, Sample, SampleRing } from "../track/ring.js";
 
@@ -86,8 +87,8 @@ export class HeldReadings {
   }
 }
 
+/** The median of the first n of `values`, selected in `scratch` (values keep their order). */
 function median(values: Float64Array, n: number, scratch: Float64Array): number {
-  for (let i = 0; i < n; i++) scratch[i] = values[i] as number;
-  const sorted = scratch.subarray(0, n).sort();
-  return sorted[n >> 1] as number;
+  scratch.set(values.subarray(0, n));
+  return medianOf(scratch, n);
 }

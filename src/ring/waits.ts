@@ -269,14 +269,15 @@ export class RingWaits<E> {
     ring: SampleRing | null,
     read: boolean,
     added = Number.NEGATIVE_INFINITY,
-    counterOnly: { head: number } | null = null,
+    /** The ring's head when the waits, all for the counter's next update, were looked at; else −1. */
+    counterOnlyAt = -1,
   ): void {
     const wake = this.hooks.wake;
     if (wake !== undefined && ring !== null) {
       const asking = read && !this.readAsked;
-      if (wake(asking, counterOnly !== null)) {
+      if (wake(asking, counterOnlyAt >= 0)) {
         // A sample written since the waits were looked at may have rung nobody: ring on the next.
-        if (counterOnly !== null && ring.head() !== counterOnly.head) wake(false, false);
+        if (counterOnlyAt >= 0 && ring.head() !== counterOnlyAt) wake(false, false);
         if (asking) this.readAsked = true;
         this.armDeadline(added);
         return;
@@ -383,7 +384,7 @@ export class RingWaits<E> {
     this.settling = settling;
     if (stalled !== null) this.declareStall(ring, stalled);
     if (this.settling.length > 0 || this.readying.length > 0)
-      this.schedule(ring, readMore, Number.NEGATIVE_INFINITY, counterOnly && !readMore ? { head } : null);
+      this.schedule(ring, readMore, Number.NEGATIVE_INFINITY, counterOnly && !readMore ? head : -1);
     else if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
