@@ -1,9 +1,9 @@
 /**
  * An edge of the fused counter (./fusion.ts) bounded inside the counter step it falls in, once the
- * counter has closed that step: the counter alone (the updates around it), the power readings
- * where they may bound (a fresh sensor as read, a held one as held and averaged; their bound is the
- * hull of what the updates before and after the edge say, so what they missed widens it), and an
- * estimate inside (the readings' energy, or for a held sensor their shape, ./shape.ts). Also a
+ * counter has closed that step: the counter alone (the updates around it), a fresh sensor's
+ * readings where the counter supports them (their bound is the hull of what the updates before and
+ * after the edge say, so what they missed widens it), and an estimate inside (the readings' energy,
+ * or for a held sensor their shape, ./shape.ts, which never bounds). Also a
  * short span's bound from the readings alone (between). Times ns relative to the ring's epoch,
  * energy mJ, power mW.
  */
@@ -14,8 +14,6 @@ import {
   CONTINUOUS,
   COUNTER_ONLY,
   type GainEvidence,
-  HOLD_AVERAGED,
-  LAG_NS,
   type PowerReadings,
   type SensorJudge,
   type SensorModel,
@@ -79,18 +77,7 @@ interface EdgeBound extends Bound {
   estimate: number;
 }
 
-/** The longest a sensor is taken to hold a reading where its refresh is not bounded yet (ns). */
-const MAX_HOLD_NS = 1e9;
-
 export class ClosedSteps {
-  /** boundingBasis's last answer where the readings decided it (see there). */
-  private readonly flatMemo = {
-    from: Number.NaN,
-    to: Number.NaN,
-    head: -1,
-    basis: -1 as Basis,
-    result: -1 as Basis,
-  };
   /** The closed step around the edge being bounded (stepAround). */
   private readonly step: ClosedStep = { left: -1, right: -1, from: 0, leftHi: 0, rightLo: 0, to: 0 };
   private readonly edgeBound: EdgeBound = { lo: 0, hi: 0, estimate: 0 };
@@ -107,33 +94,14 @@ export class ClosedSteps {
   constructor(private readonly f: FusedCounter) {}
 
   /**
-   * The reading of the sensor that bounds energy inside the closed step (from, to): the judge's
-   * (SensorJudge.bounding), or, where the power read the same from a refresh before the step to
-   * one after it, the judge's basis whatever it is (nothing in between was shaped by a lag); the
-   * counter alone where neither. Inside the bound, what the readings leave unexplained of the
-   * step (a burst a part-time sensor never saw, A100/H100: 75 % of the time) is taken care of by
-   * bound()'s hull.
+   * The reading of the sensor that bounds energy inside a closed step: a fresh sensor's readings
+   * where the counter supports them (boundingModel); else the counter alone. A held or averaging
+   * sensor (A100/H100: 25 ms of every 100 ms) says nothing sure of the power between its refreshes,
+   * however long it averages: its readings shape the estimate (shapeEstimate), never the bar.
    */
-  private boundingBasis(from: number, to: number): Basis {
-    const basis = this.f.basis();
-    if (basis === COUNTER_ONLY) return COUNTER_ONLY;
-    const model = boundingModel(this.f.judge, this.f.power);
-    if (model !== null) return model;
-    // The edges of a crowd of windows fall in the same few steps: their flatness is read once
-    // per step and per reading written.
-    const memo = this.flatMemo;
-    const head = this.f.power.head;
-    if (memo.from === from && memo.to === to && memo.head === head && memo.basis === basis)
-      return memo.result;
-    const hold = Number.isFinite(this.f.power.refreshUpperNs) ? this.f.power.refreshUpperNs : MAX_HOLD_NS;
-    const reach = Math.min(hold, MAX_HOLD_NS) + LAG_NS;
-    const result = flat(this.f.power, from - reach, to + reach) ? basis : COUNTER_ONLY;
-    memo.from = from;
-    memo.to = to;
-    memo.head = head;
-    memo.basis = basis;
-    memo.result = result;
-    return result;
+  private boundingBasis(): Basis {
+    if (this.f.basis() === COUNTER_ONLY) return COUNTER_ONLY;
+    return boundingModel(this.f.judge, this.f.power) ?? COUNTER_ONLY;
   }
   /** Whether the newest update of anchor kA's run began before t: none read wholly after it yet. */
   awaitsUpdate(t: number, kA: number): boolean {
@@ -144,15 +112,14 @@ export class ClosedSteps {
   }
 
   /**
-   * What the updates around t say of E(t) (the closed step this.step), and a point estimate. The counter alone: E(t)
-   * lies between the value of each update before t and of each after it (the intersection). The
+   * What the updates around t say of E(t) (the closed step this.step), and a point estimate. The
+   * counter alone: E(t) lies between the value of each update before t and of each after it (the intersection). The
    * readings, where they may bound the closed step around t (its last update wholly before t and
    * first wholly after, this.step): from the update before, E(t) is its value plus the readings'
    * energy since; from the update after, its value less the readings' energy until it. Where the
    * readings missed energy (a burst between reads) or counted some not drawn, the two differ by
    * it, and which side of t it lay on nothing says: E(t) lies in the hull of the two, not their
-   * intersection. A held sensor's lag would split it across t; held readings bound only as held
-   * and averaged, each standing for the power over the time it may describe (boundingModel).
+   * intersection. A held sensor's lag would split it across t: its readings never bound here.
    * The estimate: the readings' energy from the update before, plus what the step's total says
    * they missed, placed where the readings are unsure (the counter fixes the total, power the
    * shape).
@@ -364,7 +331,7 @@ export class ClosedSteps {
       }
       return false;
     }
-    let basis = this.boundingBasis(step.from, step.to);
+    let basis = this.boundingBasis();
     const r = this.edgeBound;
     this.bound(t, basis, r);
     if (r.lo > r.hi && basis !== COUNTER_ONLY) {
@@ -412,10 +379,11 @@ export class ClosedSteps {
   between(x: number, y: number, kA: number): { lo: number; hi: number } | null {
     const n = this.f.anchorAt[kA % this.f.ring.capacity] ?? -1;
     if (n < 0 || n < this.f.anchorBase) return null;
+    const basis = this.boundingBasis();
+    if (basis === COUNTER_ONLY) return null;
     const step = this.stepAround(x, n);
     if (step === null) return null;
     const first = step.left;
-    const from = step.from;
     // The first update wholly after y, in the same run of the counter.
     const last = this.f.anchorBase + this.f.aValue.length - 1;
     const w = this.wOther;
@@ -427,8 +395,6 @@ export class ClosedSteps {
       }
     }
     if (end < 0) return null;
-    const basis = this.boundingBasis(from, w.hi);
-    if (basis === COUNTER_ONLY) return null;
     const e = this.f.judge.evidence(basis as SensorModel);
     const missed = this.missedScratch;
     this.missedOver(first, end, basis, e.gainLo, e.gainHi, missed);
@@ -438,17 +404,13 @@ export class ClosedSteps {
 }
 
 /**
- * The reading of the sensor that may bound energy between reads: a continuous one where the
+ * The reading of the sensor that may bound energy between reads: a continuous one, where the
  * counter supports it and the sensor has shown it refreshes about as often as it is read
- * (PowerReadings.fresh); else the held and averaging one (each reading an average over up to
- * LAG_NS before its refresh: A100/H100 average 25 ms of every 100 ms), where the counter supports
- * it. A held sensor shows what it saw late: read as continuous, a burst it shows after an edge
- * would be placed after it. Null: none may.
+ * (PowerReadings.fresh). Null: none may, and the counter alone bounds.
  */
 export function boundingModel(judge: SensorJudge, power: PowerReadings): SensorModel | null {
   if (judge.steps === 0) return null;
-  if (power.fresh() && calibrated(judge.evidence(CONTINUOUS))) return CONTINUOUS;
-  return calibrated(judge.evidence(HOLD_AVERAGED)) ? HOLD_AVERAGED : null;
+  return power.fresh() && calibrated(judge.evidence(CONTINUOUS)) ? CONTINUOUS : null;
 }
 
 /**
@@ -459,20 +421,4 @@ export function boundingModel(judge: SensorJudge, power: PowerReadings): SensorM
  */
 function calibrated(e: GainEvidence): boolean {
   return e.consistent() && e.gainLo >= CALIBRATION_LIMITS[0] && e.gainHi <= CALIBRATION_LIMITS[1];
-}
-
-/**
- * Whether every reading held from the last at or before `from` to the first after `to` is the
- * same value (no failed read): nothing in between can have been shaped by a sensor's lag.
- */
-function flat(power: PowerReadings, from: number, to: number): boolean {
-  let k = power.indexAtOrBefore(from);
-  if (k < 0) return false;
-  const v = power.mwOf(k);
-  if (!Number.isFinite(v)) return false;
-  for (k += 1; k < power.head; k++) {
-    if (power.mwOf(k) !== v) return false;
-    if (power.atOf(k) > to) return true;
-  }
-  return false;
 }
