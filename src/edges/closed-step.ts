@@ -47,6 +47,8 @@ export interface FusedCounter {
   readonly copy: SampleCopy;
   readonly s: Sample;
   readonly power: PowerReadings;
+  /** Whether the power readings are instant (not a 1 s average). */
+  readonly usePower: boolean;
   readonly judge: SensorJudge;
   readonly shape: PowerShape;
   readonly staleness: CounterStaleness;
@@ -76,6 +78,9 @@ interface ClosedStep {
 interface EdgeBound extends Bound {
   estimate: number;
 }
+
+/** Readings refreshing less often than this many of the counter's steps place nothing in one. */
+const SLOW_SENSOR_STEPS = 2.5;
 
 export class ClosedSteps {
   /** The closed step around the edge being bounded (stepAround). */
@@ -218,6 +223,12 @@ export class ClosedSteps {
       const back = this.f.shape.energy(t, uR);
       if (Number.isFinite(back)) return vL + dv - this.f.shape.gain() * back;
     }
+    // Readings slower than the counter (a 1 s average; a sensor refreshing far less often than
+    // the counter updates): the levels of the counter's own steps either side place the change.
+    if (!this.f.usePower || this.f.power.refreshUpperNs > SLOW_SENSOR_STEPS * (uR - uL)) {
+      const x = this.counterLevels(t, uL, uR, vL, dv);
+      if (!Number.isNaN(x) || this.shapeWaits) return x;
+    }
     // Power is mostly steps (idle, prefill, decode): where the readings change little inside the
     // step and its energy lies between the levels read at its two ends, it is taken as one change
     // between them, at the instant that gives the counter's energy; else shared out as the
@@ -234,6 +245,36 @@ export class ClosedSteps {
     const after = this.f.shape.energy(t, uR);
     if (!(before + after > 0) || !Number.isFinite(before + after)) return vL + (dv * (t - uL)) / span;
     return vL + (dv * before) / (before + after);
+  }
+  /**
+   * The energy at `t` inside the closed step (uL, uR) rising by `dv` from `vL` as one change of
+   * power, from the level of the counter's step before it to the level of the step after it, at
+   * the instant that gives `dv` (power is mostly steps: idle, prefill, decode); NaN where the
+   * levels differ by less than 5 % or `dv` is not between them (more than one change), or the
+   * steps either side are not of the same run. Waits (shapeWaits) for the step after for up to
+   * two steps' time.
+   */
+  private counterLevels(t: number, uL: number, uR: number, vL: number, dv: number): number {
+    const { left, right } = this.step;
+    const f = this.f;
+    const last = f.anchorBase + f.aValue.length - 1;
+    const seg = f.seg(left);
+    if (left - 1 < f.anchorBase || f.seg(left - 1) !== seg) return Number.NaN;
+    if (right + 1 > last) {
+      const newest = f.power.head > 0 ? f.power.atOf(f.power.head - 1) : Number.NaN;
+      this.shapeWaits = newest - uR < 2 * (uR - uL);
+      return Number.NaN;
+    }
+    if (f.seg(right + 1) !== seg) return Number.NaN;
+    const w = this.wOther;
+    f.locked(left - 1, w);
+    const p1 = ((vL - f.valueOf(left - 1)) * 1e9) / (uL - (w.lo + w.hi) / 2);
+    f.locked(right + 1, w);
+    const p2 = ((f.valueOf(right + 1) - f.valueOf(right)) * 1e9) / ((w.lo + w.hi) / 2 - uR);
+    if (!Number.isFinite(p1 + p2) || !(Math.abs(p1 - p2) > 0.05 * Math.max(p1, p2))) return Number.NaN;
+    const tau = (dv * 1e9 - p2 * uR + p1 * uL) / (p1 - p2);
+    if (!(tau > uL && tau < uR)) return Number.NaN;
+    return vL + (p1 * (Math.min(t, tau) - uL) + p2 * Math.max(0, t - tau)) / 1e9;
   }
   /**
    * What the readings leave unexplained of each step from anchor `a` to anchor `b`, summed into

@@ -49,7 +49,8 @@ export class CounterFusion {
   readonly ring: SampleRing;
   /** @internal (./closed-step.ts) */
   readonly power: PowerReadings;
-  private readonly usePower: boolean;
+  /** Whether the power readings are instant (not a 1 s average); read by ./closed-step.ts. */
+  readonly usePower: boolean;
   /** @internal (./closed-step.ts) */
   readonly s: Sample = emptySample();
   /** The anchor in force at each sample (its global number), by k % capacity; −1: none; read by ./closed-step.ts. */
