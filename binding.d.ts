@@ -91,6 +91,37 @@ export interface NativeProcess {
   readonly usedMib: number | null;
   /** nvmlSystemGetProcessName, or null when it failed. */
   readonly name: string | null;
+  /** The MIG GPU instance it runs on (a card in MIG mode; v2 process entries and newer). */
+  readonly gpuInstanceId?: number;
+}
+
+/** One MIG device (slice) of a card in MIG mode; unreadable values are null. */
+export interface NativeMigSlice {
+  /** Its slot (nvmlDeviceGetMigDeviceHandleByIndex). */
+  readonly slot: number;
+  readonly uuid: string | null;
+  /** nvmlDeviceGetName on the slice: the card's name and " MIG <profile>". */
+  readonly name: string | null;
+  readonly gpuInstanceId: number | null;
+  readonly computeInstanceId: number | null;
+  /** Its GPU instance's slices of the card (nvmlDeviceGetAttributes_v2: a 3g profile has 3). */
+  readonly slices: number | null;
+  readonly memoryTotalMib: number | null;
+  readonly memoryUsedMib: number | null;
+}
+
+/** A card's MIG mode and slices (migDevices). */
+export interface MigInfo {
+  readonly ok: true;
+  readonly index: number;
+  /** The card answered nvmlDeviceGetMigMode. */
+  readonly supported: boolean;
+  readonly enabled: boolean;
+  /** nvmlDeviceGetMaxMigDeviceCount: the card's slices (7 on A100, H100, H200), or null. */
+  readonly cardSlices: number | null;
+  /** Why MIG is not known (no MIG calls, the card refused), or null. */
+  readonly note: string | null;
+  readonly slices: readonly NativeMigSlice[];
 }
 
 export interface ProcessList {
@@ -373,6 +404,11 @@ export interface GiulBinding {
   deviceInfo(index: number, options?: NativeCallOptions): Promise<DeviceInfo | NativeFailure>;
   /** Reads the compute processes of a device (with names) off the JS thread. */
   computeProcesses(index: number, options?: NativeCallOptions): Promise<ProcessList | NativeFailure>;
+  /**
+   * Reads a card's MIG mode and its MIG devices off the JS thread. Absent from an addon built
+   * before MIG support (its cards are then metered whole).
+   */
+  migDevices?(index: number, options?: NativeCallOptions): Promise<MigInfo | NativeFailure>;
   /**
    * Takes a reference to the sampling thread of a device, starting it if none runs. Makes no NVML
    * call on the calling thread. Needs nvmlInit to have succeeded.

@@ -8,6 +8,7 @@
 
 #include "card_log_reference.h"
 #include "device_reader.h"
+#include "mig_reader.h"
 #include "js_values.h"
 #include "module_pin.h"
 #include "monotonic_clock.h"
@@ -81,6 +82,7 @@ GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&GiulAddon::NvmlInit>("nvmlInit", napi_enumerable),
                   InstanceMethod<&GiulAddon::DeviceInfo>("deviceInfo", napi_enumerable),
                   InstanceMethod<&GiulAddon::ComputeProcesses>("computeProcesses", napi_enumerable),
+                  InstanceMethod<&GiulAddon::MigDevices>("migDevices", napi_enumerable),
                   InstanceMethod<&GiulAddon::OpenSampler>("openSampler", napi_enumerable),
                   InstanceMethod<&GiulAddon::OpenCardLog>("openCardLog", napi_enumerable),
                   InstanceMethod<&GiulAddon::SamplerThreads>("samplerThreads", napi_enumerable),
@@ -136,6 +138,18 @@ Napi::Value GiulAddon::ComputeProcesses(const Napi::CallbackInfo& info) {
         });
       },
       js::FromProcessList, keep_alive);
+}
+
+Napi::Value GiulAddon::MigDevices(const Napi::CallbackInfo& info) {
+  unsigned int index = DeviceIndexArg(info, "migDevices");
+  bool keep_alive = KeepAliveArg(info, 1, "migDevices");
+  return PromiseCall<MigData>::Run(
+      info.Env(), "giul:migDevices",
+      [index]() -> Result<MigData> {
+        return LoadThen<MigData>(
+            [index](const auto& library) -> Result<MigData> { return ReadMig(library, index); });
+      },
+      js::FromMig, keep_alive);
 }
 
 Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {

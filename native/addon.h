@@ -26,6 +26,7 @@ class GiulAddon : public Napi::Addon<GiulAddon> {
   Napi::Value NvmlInit(const Napi::CallbackInfo& info);
   Napi::Value DeviceInfo(const Napi::CallbackInfo& info);
   Napi::Value ComputeProcesses(const Napi::CallbackInfo& info);
+  Napi::Value MigDevices(const Napi::CallbackInfo& info);
   Napi::Value OpenSampler(const Napi::CallbackInfo& info);
   Napi::Value OpenCardLog(const Napi::CallbackInfo& info);
   Napi::Value SamplerThreads(const Napi::CallbackInfo& info);

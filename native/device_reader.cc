@@ -41,6 +41,7 @@ std::optional<std::string> ReadString(nvml::GetStringFn fn, nvml::Device device,
 struct RawProcess {
   unsigned int pid;
   unsigned long long used;
+  unsigned int gpu_instance_id;
 };
 
 size_t EntrySize(NvmlLibrary::ProcessAbi abi) {
@@ -59,10 +60,16 @@ size_t EntrySize(NvmlLibrary::ProcessAbi abi) {
 }
 
 RawProcess EntryAt(const std::vector<unsigned char>& buffer, size_t entry_size, size_t i) {
-  // Every ABI starts with {unsigned int pid; unsigned long long usedGpuMemory at offset 8}.
+  // Every ABI starts with {unsigned int pid; unsigned long long usedGpuMemory at offset 8}; v2
+  // and later have gpuInstanceId at 16.
   RawProcess out{};
+  out.gpu_instance_id = nvml::kNoInstance;
   std::memcpy(&out.pid, buffer.data() + i * entry_size, sizeof(out.pid));
   std::memcpy(&out.used, buffer.data() + i * entry_size + 8, sizeof(out.used));
+  if (entry_size >= sizeof(nvml::ProcessInfoV2)) {
+    std::memcpy(&out.gpu_instance_id, buffer.data() + i * entry_size + 16,
+                sizeof(out.gpu_instance_id));
+  }
   return out;
 }
 
@@ -366,6 +373,9 @@ Result<ProcessListData> DeviceReader::ReadProcesses(unsigned int index) const {
     process.pid = raw.pid;
     if (raw.used != nvml::kValueNotAvailable) {
       process.used_mib = Mib(raw.used);
+    }
+    if (raw.gpu_instance_id != nvml::kNoInstance) {
+      process.gpu_instance_id = raw.gpu_instance_id;
     }
     if (lib.get_process_name != nullptr) {
       std::string name(nvml::kProcessNameBufferSize, '\0');

@@ -33,6 +33,8 @@ struct ProcessData {
   unsigned int pid = 0;
   std::optional<double> used_mib;
   std::optional<std::string> name;
+  /// The MIG GPU instance it runs on (card in MIG mode, v2 entries and newer).
+  std::optional<unsigned int> gpu_instance_id;
 };
 
 struct ProcessListData {

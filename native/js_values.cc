@@ -75,9 +75,38 @@ Napi::Value FromProcessList(Napi::Env env, const ProcessListData& list) {
     entry.Set("pid", Napi::Number::New(env, process.pid));
     entry.Set("usedMib", OrNull(env, process.used_mib));
     entry.Set("name", OrNull(env, process.name));
+    if (process.gpu_instance_id) {
+      entry.Set("gpuInstanceId", Napi::Number::New(env, *process.gpu_instance_id));
+    }
     processes.Set(static_cast<uint32_t>(i), entry);
   }
   out.Set("processes", processes);
+  return out;
+}
+
+Napi::Value FromMig(Napi::Env env, const MigData& mig) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("ok", true);
+  out.Set("index", Napi::Number::New(env, mig.index));
+  out.Set("supported", mig.supported);
+  out.Set("enabled", mig.enabled);
+  out.Set("cardSlices", OrNull(env, mig.card_slices));
+  out.Set("note", OrNull(env, mig.note));
+  Napi::Array slices = Napi::Array::New(env, mig.slices.size());
+  for (size_t i = 0; i < mig.slices.size(); ++i) {
+    const MigSliceData& slice = mig.slices[i];
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("slot", Napi::Number::New(env, slice.slot));
+    entry.Set("uuid", OrNull(env, slice.uuid));
+    entry.Set("name", OrNull(env, slice.name));
+    entry.Set("gpuInstanceId", OrNull(env, slice.gpu_instance_id));
+    entry.Set("computeInstanceId", OrNull(env, slice.compute_instance_id));
+    entry.Set("slices", OrNull(env, slice.slices));
+    entry.Set("memoryTotalMib", OrNull(env, slice.memory_total_mib));
+    entry.Set("memoryUsedMib", OrNull(env, slice.memory_used_mib));
+    slices.Set(static_cast<uint32_t>(i), entry);
+  }
+  out.Set("slices", slices);
   return out;
 }
 

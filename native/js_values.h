@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include "device_reader.h"
+#include "mig_reader.h"
 #include "nvml_library.h"
 
 namespace giul::js {
@@ -14,6 +15,8 @@ Napi::Value FromInfo(Napi::Env env, const NvmlLibrary::Info& info);
 Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info);
 /// ProcessList.
 Napi::Value FromProcessList(Napi::Env env, const ProcessListData& list);
+/// MigInfo.
+Napi::Value FromMig(Napi::Env env, const MigData& mig);
 /// RingLayout.
 Napi::Object Layout(Napi::Env env);
 /// SampleFlags.

@@ -171,6 +171,33 @@ void NvmlLibrary::ChooseProcessAbi() {
   info_.symbols.emplace_back("processes", std::nullopt);
 }
 
+namespace {
+
+/// The MIG calls (R450 and newer): all of them, or none (get_mig_mode left nullptr).
+void ResolveMig(NvmlLibrary& lib, const DlHandle& handle) {
+  auto mode = reinterpret_cast<nvml::GetMigModeFn>(handle.Symbol("nvmlDeviceGetMigMode"));
+  auto max_count =
+      reinterpret_cast<nvml::GetUintFn>(handle.Symbol("nvmlDeviceGetMaxMigDeviceCount"));
+  auto by_index =
+      reinterpret_cast<nvml::GetMigHandleFn>(handle.Symbol("nvmlDeviceGetMigDeviceHandleByIndex"));
+  auto gi = reinterpret_cast<nvml::GetUintFn>(handle.Symbol("nvmlDeviceGetGpuInstanceId"));
+  auto ci = reinterpret_cast<nvml::GetUintFn>(handle.Symbol("nvmlDeviceGetComputeInstanceId"));
+  auto attributes =
+      reinterpret_cast<nvml::GetAttributesFn>(handle.Symbol("nvmlDeviceGetAttributes_v2"));
+  if (mode == nullptr || max_count == nullptr || by_index == nullptr || gi == nullptr ||
+      ci == nullptr || attributes == nullptr) {
+    return;
+  }
+  lib.get_mig_mode = mode;
+  lib.get_max_mig_count = max_count;
+  lib.get_mig_handle = by_index;
+  lib.get_gpu_instance_id = gi;
+  lib.get_compute_instance_id = ci;
+  lib.get_attributes = attributes;
+}
+
+}  // namespace
+
 NvmlLibrary::Outcome NvmlLibrary::LoadOnce() {
   const char* override_path = std::getenv("GIUL_NVML_LIBRARY");
   std::string path =
@@ -269,6 +296,7 @@ NvmlLibrary::Outcome NvmlLibrary::LoadOnce() {
   lib->ChooseProcessAbi();
   lib->get_process_name = reinterpret_cast<nvml::SystemGetProcessNameFn>(
       lib->Resolve("processName", {"nvmlSystemGetProcessName"}));
+  ResolveMig(*lib, lib->handle_);
   lib->info_.symbols.emplace_back("driverVersion",
                                   driver_version != nullptr
                                       ? std::optional<std::string>("nvmlSystemGetDriverVersion")

@@ -66,6 +66,13 @@ class NvmlLibrary {
   nvml::GetUtilizationFn get_utilization = nullptr;
   nvml::GetProcessesFn get_processes = nullptr;
   nvml::SystemGetProcessNameFn get_process_name = nullptr;
+  // MIG: all present, or get_mig_mode is nullptr (a driver older than R450).
+  nvml::GetMigModeFn get_mig_mode = nullptr;
+  nvml::GetUintFn get_max_mig_count = nullptr;
+  nvml::GetMigHandleFn get_mig_handle = nullptr;
+  nvml::GetUintFn get_gpu_instance_id = nullptr;
+  nvml::GetUintFn get_compute_instance_id = nullptr;
+  nvml::GetAttributesFn get_attributes = nullptr;
 
  private:
   explicit NvmlLibrary(std::string path);

@@ -105,6 +105,24 @@ struct FieldValue {
   Value value;
 };
 
+/// nvmlDeviceAttributes_t (nvmlDeviceGetAttributes_v2): a MIG device's share of its card.
+struct DeviceAttributes {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
+/// NVML_DEVICE_MIG_ENABLE; gpuInstanceId of a process when MIG is off.
+inline constexpr unsigned int kMigEnabled = 1;
+inline constexpr unsigned int kNoInstance = 0xFFFFFFFFu;
+
+static_assert(sizeof(DeviceAttributes) == 40);
 static_assert(sizeof(MemoryV1) == 24);
 static_assert(sizeof(MemoryV2) == 40);
 static_assert(sizeof(ProcessInfoV1) == 16);
@@ -126,6 +144,11 @@ using GetUtilizationFn = Return (*)(Device, Utilization*);
 using GetProcessesFn = Return (*)(Device, unsigned int*, void*);
 using SystemGetProcessNameFn = Return (*)(unsigned int, char*, unsigned int);
 using SystemGetStringFn = Return (*)(char*, unsigned int);
+// MIG (Ampere and newer): a card in MIG mode and its MIG devices (slices).
+using GetMigModeFn = Return (*)(Device, unsigned int*, unsigned int*);
+using GetUintFn = Return (*)(Device, unsigned int*);
+using GetMigHandleFn = Return (*)(Device, unsigned int, Device*);
+using GetAttributesFn = Return (*)(Device, struct DeviceAttributes*);
 
 /// Decodes a field value by its valueType; false for a type we do not know.
 inline bool DecodeFieldValue(const FieldValue& field, double* out) {

@@ -1,6 +1,6 @@
 import type { ResolvedNode } from "./rules/node.js";
 import type { CardReader } from "./track/card.js";
-import type { ContendingProcess, ProcessInfo, ProcessRead } from "./vocabulary/measurement.js";
+import type { ContendingProcess, Partition, ProcessInfo, ProcessRead } from "./vocabulary/measurement.js";
 
 /** A process-list read that has not answered in this long counts as failed (ms). */
 export const DEFAULT_READ_TIMEOUT_MS = 5_000;
@@ -43,21 +43,37 @@ export function isIgnored(ignore: readonly string[], name: string | null): boole
   });
 }
 
-/** Classifies the processes of one snapshot; returns the tenants (empty when none). */
-export function tenantsOf(node: ResolvedNode, processes: readonly ProcessInfo[]): ContendingProcess[] {
+/**
+ * Classifies the processes of one snapshot; returns the tenants (empty when none). On a MIG slice
+ * (`partition`), a process on another slice of the card is a tenant unless it matches
+ * `servingMatch` (a server on that slice) or is ignored or small, whether or not the node sets
+ * `servingMatch`: a slice never has the card alone. On its own slice, as on a card.
+ */
+export function tenantsOf(
+  node: ResolvedNode,
+  processes: readonly ProcessInfo[],
+  partition: Partition | null = null,
+): ContendingProcess[] {
   const match = node.servingMatch;
-  if (match === null) return [];
+  if (match === null && partition === null) return [];
   const ours: ProcessInfo[] = [];
   const tenants: ContendingProcess[] = [];
   for (const p of processes) {
+    const elsewhere =
+      partition !== null && p.gpuInstanceId !== undefined && p.gpuInstanceId !== partition.gpuInstanceId;
+    if (match === null && !elsewhere) continue;
     const cls = classify(node, p);
-    if (cls === "ours") ours.push(p);
-    else if (cls === "tenant") tenants.push({ pid: p.pid, name: p.name, usedMib: p.usedMib });
+    if (cls === "ours" && !elsewhere) ours.push(p);
+    else if (cls === "tenant") tenants.push(tenant(p));
   }
-  if (ours.length > 1) {
-    for (const p of ours) tenants.push({ pid: p.pid, name: p.name, usedMib: p.usedMib });
-  }
+  if (ours.length > 1) for (const p of ours) tenants.push(tenant(p));
   return tenants;
+}
+
+/** A tenant as a record names it: its pid, name and memory, and its MIG instance where known. */
+function tenant(p: ProcessInfo): ContendingProcess {
+  const t = { pid: p.pid, name: p.name, usedMib: p.usedMib };
+  return p.gpuInstanceId === undefined ? t : { ...t, gpuInstanceId: p.gpuInstanceId };
 }
 
 /** The class of one process on a node that sets `servingMatch`. */
@@ -225,6 +241,7 @@ export async function contentionOver(
   watching: boolean,
   openNs: bigint,
   closeNs: bigint,
+  partition: Partition | null = null,
 ): Promise<WindowContention> {
   try {
     const [opened, closed] = await Promise.all([atOpen ?? watcher.after(openNs), watcher.after(closeNs)]);
@@ -241,7 +258,7 @@ export async function contentionOver(
         if (label !== "window") unreadable.push(`at the ${label}: ${read.reason}`);
         continue;
       }
-      for (const t of tenantsOf(node, read.processes)) if (!byPid.has(t.pid)) byPid.set(t.pid, t);
+      for (const t of tenantsOf(node, read.processes, partition)) if (!byPid.has(t.pid)) byPid.set(t.pid, t);
     }
     return {
       contendedBy: [...byPid.values()],

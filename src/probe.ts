@@ -1,5 +1,6 @@
 import { type Node, resolveNode } from "./rules/node.js";
 import { forcedBackend, select } from "./select/index.js";
+import { partitionOfNode, sliceState } from "./select/mig.js";
 import { debug } from "./vocabulary/debug.js";
 import { GiulError } from "./vocabulary/errors.js";
 import { type CardState, type Failure, fail, type Result } from "./vocabulary/measurement.js";
@@ -50,7 +51,9 @@ export async function probeNode(node: Node, options: ProbeOptions = {}): Promise
       const reader = selection.reader ?? null;
       if (reader === null)
         return fail(selection.reason ?? `the ${selection.backend} backend cannot read the card`);
-      return reader.readState();
+      const state = await reader.readState();
+      const slice = partitionOfNode(resolved);
+      return slice === null || !state.ok ? state : sliceState(state.value, slice, reader);
     })();
     const got = await Promise.race([read, timeout]);
     if (!got.ok) {

@@ -125,13 +125,15 @@ export class CardLedger {
    * A window opens with `weight`: the opening edge is taken now. Throws GiulError naming idleW when
    * a window of this environment with a different idle floor is open on the same card; a window
    * elsewhere (another process, environment or copy of giul) with another floor keeps the card's,
-   * with a warning, and the window says which floor it was charged (LedgerWindow.idleW).
+   * with a warning, and the window says which floor it was charged (LedgerWindow.idleW). `scale`
+   * multiplies its weight now and at every setWeight (a MIG slice's share of the card).
    */
-  openWindow(weight: number, idleW: number): LedgerWindow {
+  openWindow(userWeight: number, idleW: number, scale = 1): LedgerWindow {
     if (this.localOpen > 0 && this.idleW !== null && this.idleW !== idleW)
       throw idleConflict(idleW, this.idleW);
     this.log.reap?.();
-    const w = new LedgerWindow(weight);
+    const weight = userWeight * scale;
+    const w = new LedgerWindow(weight, scale);
     const event = this.append(w, weight, 1, weight, idleW, KIND.OPEN);
     w.idleW = Number.isNaN(event.idle) ? idleW : event.idle;
     if (w.idleW !== idleW) w.caveat = idleElsewhere(this.key, idleW, w.idleW);
@@ -148,8 +150,9 @@ export class CardLedger {
     return this.append(w, 0, 0, w.weight, Number.NaN, KIND.MARK);
   }
 
-  /** The window's weight changes from now on. */
-  setWeight(w: LedgerWindow, weight: number): LedgerEvent {
+  /** The window's weight changes from now on (times its scale). */
+  setWeight(w: LedgerWindow, userWeight: number): LedgerEvent {
+    const weight = userWeight * w.scale;
     const delta = weight - w.weight;
     w.weight = weight;
     return this.append(w, delta, 0, weight, Number.NaN, KIND.WEIGHT);

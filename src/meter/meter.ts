@@ -44,7 +44,7 @@ import {
 import { chargeOutcome } from "./record.js";
 import { measureRun } from "./run.js";
 import { asyncDispose, runSyncHook } from "./sync.js";
-import { Witness } from "./witness.js";
+import { type Witness, witnessFor } from "./witness.js";
 
 export type { EdgeTimes } from "./events.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./options.js";
@@ -246,11 +246,7 @@ export class Meter {
     this.ledger = ledger;
     this.entries = entries;
     this.events.opened(entries);
-    if (this.node.servingMatch !== null) {
-      const backend = this.selection?.backend ?? "none";
-      const reader = this.selection?.reader ?? null;
-      this.witness = new Witness(this.node, reader, backend, this.events.ns(0), this.o.watchContention);
-    }
+    this.witness = witnessFor(this.node, this.selection, this.events.ns(0), this.o.watchContention);
     const heldWatch = this.witness?.held() ?? null;
     this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
     abandoned.add(this, this.leftovers);
@@ -419,7 +415,7 @@ export class Meter {
     const entries = this.entries as LedgerWindow;
     try {
       const idleW = Number.isNaN(entries.idleW) ? this.node.idleW : entries.idleW;
-      const failure = this.syncFailure ?? this.notReady;
+      const failure = this.syncFailure ?? this.witness?.gone ?? this.notReady;
       const sources = {
         track,
         ledger: this.ledger as CardLedger,
@@ -472,9 +468,10 @@ export class Meter {
       joulesPer1kHint: this.o.hint,
       contendedBy: this.witness?.contendedBy ?? null,
       contentionUnchecked: this.witness?.unchecked ?? null,
-      shared: this.node.servingMatch !== null,
+      shared: this.witness !== null,
       attribution: this.o.attribution,
       part: this.isPart,
+      partition: this.witness?.partition ?? null,
     };
     return chargeOutcome(this.outcome as Outcome, facts, tokens);
   }

@@ -9,6 +9,7 @@
 import { type CardLedger, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
 import type { ResolvedNode } from "../rules/node.js";
 import { type Selection, select, selectNow } from "../select/index.js";
+import { partitionOfNode, sliceShare } from "../select/mig.js";
 import { NullTrack, type Track } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
 import { GiulError } from "../vocabulary/errors.js";
@@ -41,6 +42,8 @@ export function configurationError(node: ResolvedNode, selection: Selection | nu
   const forcedUnavailable = selection?.forcedUnavailable;
   if (forcedUnavailable !== undefined)
     return new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
+  const notASlice = selection?.notASlice;
+  if (notASlice !== undefined) return new GiulError("INVALID_NODE", notASlice, { field: "gpuUuid" });
   return checkIdleAgainstCard(node, selection);
 }
 
@@ -62,7 +65,9 @@ export function openOnLedger(node: ResolvedNode, opening: Opening, weight: numbe
     const refused = configurationError(node, selection);
     if (refused !== null) throw refused;
     const ledger = ledgerFor(track, selection?.cardKey ?? null, selection?.noKeyReason ?? null);
-    return { track, ledger, entries: ledger.openWindow(weight, node.idleW) };
+    // A window on a MIG slice weighs its slice's share of the card (./select/mig.ts).
+    const share = sliceShare(partitionOfNode(node));
+    return { track, ledger, entries: ledger.openWindow(weight, node.idleW, share) };
   } catch (error) {
     track.release();
     throw error;

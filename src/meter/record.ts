@@ -2,8 +2,9 @@
  * A closed window's record: the rules (../rules/energy.ts charge()) applied to what close()
  * measured, for the total and each stage, with what the window knows besides the measurement.
  */
-import { type Attribution, type ChargeContext, charge, type Energy } from "../rules/energy.js";
-import type { BackendName, ContendingProcess } from "../vocabulary/measurement.js";
+import { type Attribution, type ChargeContext, charge, type Energy, withPartition } from "../rules/energy.js";
+import { partitionNote } from "../select/mig.js";
+import type { BackendName, ContendingProcess, Partition } from "../vocabulary/measurement.js";
 import type { Outcome, SpanOutcome } from "./measure.js";
 
 /** What the window knows besides its measurement (the Meter). */
@@ -18,6 +19,8 @@ export interface RecordFacts {
   readonly attribution: Attribution;
   /** One card's part of a window over several cards: never estimated on its own. */
   readonly part?: boolean;
+  /** The MIG slice the window is on (its record says so), or null for a whole card. */
+  readonly partition?: Partition | null;
 }
 
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
@@ -48,7 +51,8 @@ export function chargeOutcome(outcome: Outcome, facts: RecordFacts, tokens: numb
   CONTEXT.stages = NO_STAGES;
   CONTEXT.contendedBy = null;
   CONTEXT.concurrency = null;
-  return energy;
+  const partition = facts.partition ?? null;
+  return partition === null ? energy : withPartition(energy, partition, partitionNote(partition));
 }
 
 function context(

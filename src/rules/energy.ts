@@ -1,4 +1,10 @@
-import type { BackendName, ContendingProcess, Method, SpanMeasurement } from "../vocabulary/measurement.js";
+import type {
+  BackendName,
+  ContendingProcess,
+  Method,
+  Partition,
+  SpanMeasurement,
+} from "../vocabulary/measurement.js";
 
 export type { Method } from "../vocabulary/measurement.js";
 
@@ -95,7 +101,7 @@ export interface CardRecord {
   card_joules: number | null;
   idle_w: number;
   contended: boolean;
-  contended_by: { pid: number; name: string | null; used_mib: number | null }[];
+  contended_by: { pid: number; name: string | null; used_mib: number | null; slice_uuid?: string }[];
   reason: string | null;
   samples: number | null;
   max_gap_ms: number | null;
@@ -115,7 +121,7 @@ export interface EnergyRecord {
   stages: Record<string, EnergyRecord>;
   contended: boolean;
   contention_checked: boolean | null;
-  contended_by: { pid: number; name: string | null; used_mib: number | null }[];
+  contended_by: { pid: number; name: string | null; used_mib: number | null; slice_uuid?: string }[];
   reason: string | null;
   measured_joules: number | null;
   uncertainty_joules: number | null;
@@ -127,6 +133,18 @@ export interface EnergyRecord {
   card_joules: number | null;
   /** Only for a window over several cards: each card's part (the top level is their sum). */
   cards?: CardRecord[];
+  /** Only for a window on a MIG slice: which slice, of which card, weighing how much of it. */
+  partition?: PartitionRecord;
+}
+
+/** A MIG slice in the fleet record. */
+export interface PartitionRecord {
+  kind: "mig";
+  profile: string | null;
+  slice_uuid: string;
+  card_uuid: string | null;
+  slices: number;
+  card_slices: number;
 }
 
 /**
@@ -134,8 +152,12 @@ export interface EnergyRecord {
  * cheap). `stages` and `contendedBy` are frozen by the caller (charge() does); `contended` is
  * derived from `contendedBy`.
  */
-export type EnergyFields = Omit<Energy, "contended" | "joulesPer1kTokens" | "toJSON" | "cards"> & {
+export type EnergyFields = Omit<
+  Energy,
+  "contended" | "joulesPer1kTokens" | "toJSON" | "cards" | "partition"
+> & {
   readonly cards?: readonly CardEnergy[] | null;
+  readonly partition?: Partition | null;
 };
 
 const NO_STAGES: Readonly<Record<string, Energy>> = Object.freeze({});
@@ -189,6 +211,11 @@ export class Energy {
    * order; the figures above are their sum. null for a one-card node.
    */
   readonly cards: readonly CardEnergy[] | null;
+  /**
+   * A window on a MIG slice: which slice, of which card, and its share of it (a slice has no
+   * sensor: the figures are its share of the card's). null for a whole card.
+   */
+  readonly partition: Partition | null;
 
   /** @internal Records are made by the rules (Meter.result()), not by callers. */
   constructor(fields: EnergyFields) {
@@ -211,6 +238,7 @@ export class Energy {
     this.concurrency = fields.concurrency;
     this.cardJoules = fields.cardJoules;
     this.cards = fields.cards ?? null;
+    this.partition = fields.partition ?? null;
     Object.freeze(this);
   }
 
@@ -247,12 +275,33 @@ export class Energy {
       card_joules: this.cardJoules,
     };
     if (this.cards !== null) record.cards = this.cards.map(cardRecord);
+    if (this.partition !== null) record.partition = partitionRecord(this.partition);
     return record;
   }
 }
 
+function partitionRecord(p: Partition): PartitionRecord {
+  return {
+    kind: p.kind,
+    profile: p.profile,
+    slice_uuid: p.sliceUuid,
+    card_uuid: p.cardUuid,
+    slices: p.slices,
+    card_slices: p.cardSlices,
+  };
+}
+
+/** A window's record on a MIG slice: its partition, and `note` (what that means) first in its reason. */
+export function withPartition(e: Energy, partition: Partition, note: string): Energy {
+  return new Energy({ ...e, partition, reason: e.reason === null ? note : `${note}; ${e.reason}` });
+}
+
 function processRecords(processes: readonly ContendingProcess[]): EnergyRecord["contended_by"] {
-  return processes.map((p) => ({ pid: p.pid, name: p.name, used_mib: p.usedMib }));
+  return processes.map((p) =>
+    p.slice === undefined
+      ? { pid: p.pid, name: p.name, used_mib: p.usedMib }
+      : { pid: p.pid, name: p.name, used_mib: p.usedMib, slice_uuid: p.slice },
+  );
 }
 
 function cardRecord(c: CardEnergy): CardRecord {

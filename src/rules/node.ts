@@ -237,7 +237,7 @@ function resolved(node: ResolvedNode): ResolvedNode {
 }
 
 /** A card UUID as NVML prints it (GPU-…, MIG-…): a letter first, no spaces, no URL or label syntax. */
-export const CARD_UUID = /^[A-Za-z][A-Za-z0-9_.:-]{0,95}$/;
+export const CARD_UUID = /^(?:[A-Za-z][A-Za-z0-9_.:-]{0,95}|MIG-GPU-[A-Za-z0-9-]{1,90}\/\d{1,5}\/\d{1,5})$/;
 
 /** The cards a node names: by `gpuIndex` (default 0) or by `gpuUuid`, one value or a list. */
 function cardNames(
@@ -257,7 +257,10 @@ function cardNames(
   names.forEach((name: unknown, i: number) => {
     const at = Array.isArray(raw) ? `${field}[${i}]` : field;
     if (byUuid && (typeof name !== "string" || !CARD_UUID.test(name))) {
-      throw invalid(at, `expected a card's UUID as nvidia-smi -L prints it (GPU-…), got ${describe(name)}`);
+      throw invalid(
+        at,
+        `expected a card's or MIG slice's UUID as nvidia-smi -L prints it (GPU-…, MIG-…), got ${describe(name)}`,
+      );
     }
     if (
       !byUuid &&

@@ -8,6 +8,7 @@ import { GiulError } from "../vocabulary/errors.js";
 import { BACKEND_NAMES, type BackendName } from "../vocabulary/measurement.js";
 import { indexOfUuid, localCapabilities } from "./capabilities.js";
 import { noteCardInUse } from "./in-use.js";
+import { findSlice, isSliceUuid, rememberSlice } from "./mig.js";
 import { descriptorOf, firstServing, registryGeneration } from "./registry.js";
 
 /**
@@ -37,6 +38,8 @@ export interface Selection {
   readonly cardKey?: string | null;
   /** Why a local card has no UUID: its key is then its index, shared only within this environment. */
   readonly noKeyReason?: string | null;
+  /** The node names a MIG slice of a card that is not in MIG mode: why (a configuration error). */
+  readonly notASlice?: string;
 }
 
 /** The UUID of a selection's card, where it is one (not a simulated card's name nor an index). */
@@ -66,7 +69,15 @@ export function knownForcedFailure(node: ResolvedNode, forced: BackendName): str
 
 /** Indices of local cards found by UUID; lookups that found none, with when to look again. */
 const foundIndex = new Map<string, number>();
-const notFound = new Map<string, { readonly retryAt: number; readonly reason: string }>();
+const notFound = new Map<
+  string,
+  { readonly retryAt: number; readonly reason: string; readonly refused: boolean }
+>();
+
+/** A card or slice named by UUID and not found (`refused`: a slice of a card not in MIG mode). */
+function notFoundSelection(reason: string, refused: boolean): Selection {
+  return { backend: "none", track: null, reason, ...(refused ? { notASlice: reason } : {}) };
+}
 
 /** The UUID a one-card local node names its card by, or null (named by index, or remote). */
 function namedUuid(node: ResolvedNode): string | null {
@@ -88,15 +99,16 @@ export function nodeAtCard(node: ResolvedNode): ResolvedNode {
 async function selectNamed(node: ResolvedNode, uuid: string, forced: BackendName | null): Promise<Selection> {
   if (!foundIndex.has(uuid)) {
     const failed = notFound.get(uuid);
-    if (failed !== undefined && Date.now() < failed.retryAt) {
-      return { backend: "none", track: null, reason: failed.reason };
-    }
-    const lookup = await indexOfUuid(uuid);
+    if (failed !== undefined && Date.now() < failed.retryAt)
+      return notFoundSelection(failed.reason, failed.refused);
+    const lookup = isSliceUuid(uuid) ? await findSlice(uuid) : await indexOfUuid(uuid);
     if (lookup.index === null) {
-      notFound.set(uuid, { retryAt: Date.now() + 5_000, reason: lookup.reason });
-      return { backend: "none", track: null, reason: lookup.reason };
+      const refused = "refused" in lookup && lookup.refused;
+      notFound.set(uuid, { retryAt: Date.now() + 5_000, reason: lookup.reason, refused });
+      return notFoundSelection(lookup.reason, refused);
     }
     notFound.delete(uuid);
+    if ("partition" in lookup) rememberSlice(uuid, lookup.partition);
     foundIndex.set(uuid, lookup.index);
   }
   return select(nodeAtCard(node), forced);

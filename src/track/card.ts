@@ -1,4 +1,4 @@
-import type { CardInfo, CardState, ProcessRead, Result } from "../vocabulary/measurement.js";
+import type { CardInfo, CardSlices, CardState, ProcessRead, Result } from "../vocabulary/measurement.js";
 
 /**
  * Reads a card's state for contention checks, probeNode and giul-agent, through whatever the
@@ -11,4 +11,6 @@ export interface CardReader {
   readInfo(): Promise<Result<CardInfo>>;
   /** Reads the values and the processes, or why either could not be read. */
   readState(): Promise<Result<CardState>>;
+  /** Reads the card's MIG mode and slices (NVML only; absent where the backend cannot). */
+  readSlices?(): Promise<Result<CardSlices>>;
 }

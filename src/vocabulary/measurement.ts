@@ -66,6 +66,47 @@ export interface ProcessInfo {
   readonly pid: number;
   readonly name: string | null;
   readonly usedMib: number | null;
+  /** The MIG GPU instance it runs on, where the card is in MIG mode and NVML says. */
+  readonly gpuInstanceId?: number;
+  /** The UUID of the MIG slice it runs on, where known (a contending process on a MIG card). */
+  readonly slice?: string;
+}
+
+/** One MIG slice of a card, as NVML lists it (readSlices). Unreadable values are null. */
+export interface SliceInfo {
+  readonly uuid: string | null;
+  /** As nvidia-smi names it ("3g.40gb"), or null. */
+  readonly profile: string | null;
+  readonly gpuInstanceId: number | null;
+  readonly computeInstanceId: number | null;
+  /** Its GPU instance's slices of the card. */
+  readonly slices: number | null;
+  readonly memoryTotalMib: number | null;
+  readonly memoryUsedMib: number | null;
+}
+
+/** A card's MIG mode and slices; `enabled` false for a card not in MIG mode (or without MIG). */
+export interface CardSlices {
+  readonly enabled: boolean;
+  readonly cardSlices: number | null;
+  readonly slices: readonly SliceInfo[];
+}
+
+/**
+ * The part of a card a node names: a MIG slice (no sensor of its own; its windows are charged
+ * their share of the card, weighted by its slices of the card's).
+ */
+export interface Partition {
+  readonly kind: "mig";
+  /** The profile, as nvidia-smi names it ("3g.40gb"), or null. */
+  readonly profile: string | null;
+  readonly sliceUuid: string;
+  readonly cardUuid: string | null;
+  /** The GPU instance's slices (3 for a 3g profile) and the card's (7 on A100, H100, H200). */
+  readonly slices: number;
+  readonly cardSlices: number;
+  readonly gpuInstanceId: number | null;
+  readonly computeInstanceId: number | null;
 }
 
 /** A resident process that was not ours at a window's edge. */

@@ -52,6 +52,31 @@ export interface ProcSpec {
   readonly name: string;
   readonly fromMs?: number;
   readonly untilMs?: number;
+  /** The MIG slice it runs on (its GPU and compute instance ids; the card must be in MIG mode). */
+  readonly gi?: number;
+  readonly ci?: number;
+}
+
+/** A MIG device (slice) of a card with `mig: 1` (test/fakes/nvml/fake_nvml_mig.c). */
+export interface SliceSpec {
+  readonly gi: number;
+  readonly ci: number;
+  /** Its GPU instance's slices of the card (a 3g profile: 3). */
+  readonly slices: number;
+  /** Default `MIG-<card index, 8 digits>-0000-4000-8000-<gi×100+ci, 12 digits>`. */
+  readonly uuid?: string;
+  /** Default `<slices>g.<memory GiB>gb`; the name is the card's and " MIG <profile>". */
+  readonly profile?: string;
+  /** Default 10,240 MiB per slice. */
+  readonly memTotalMib?: number;
+  readonly memUsedMib?: number;
+  /** Gone from then on (MIG reconfigured). */
+  readonly untilMs?: number;
+}
+
+/** The UUID the double gives a slice declared without one. */
+export function sliceUuid(cardIndex: number, gi: number, ci: number): string {
+  return `MIG-${String(cardIndex).padStart(8, "0")}-0000-4000-8000-${String(gi * 100 + ci).padStart(12, "0")}`;
 }
 
 /** From t0 + fromMs on, device calls (or calls of `fn` and its `_vN` versions) return `code`. */
@@ -133,6 +158,11 @@ export interface DeviceSpec {
   readonly procs?: readonly ProcSpec[];
   readonly errors?: readonly ErrorSpec[];
   readonly counterJumps?: readonly JumpSpec[];
+  /** MIG mode: -1 not supported (a pre-Ampere card), 0 off (default), 1 on. */
+  readonly mig?: -1 | 0 | 1;
+  /** nvmlDeviceGetMaxMigDeviceCount: the card's slices (default 7). */
+  readonly migSlots?: number;
+  readonly slices?: readonly SliceSpec[];
 }
 
 export interface LatencySpec {
@@ -326,6 +356,8 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     n("handle_error", d.handleError);
     n("power_limit_w", d.powerLimitW);
     n("enforced_limit_w", d.enforcedLimitW);
+    n("mig", d.mig);
+    n("mig_slots", d.migSlots);
     out.push(`device ${i}${keys.length ? ` ${keys.join(" ")}` : ""}`);
     const pts = powerPoints(d.power);
     out.push(`power ${i} ${pts.map(([t, w]) => `${num("power t", t)} ${num("power W", w)}`).join(" ")}`);
@@ -334,7 +366,17 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
       const used = p.usedMib === "na" ? "na" : num("usedMib", p.usedMib);
       const from = p.fromMs !== undefined ? ` from_ms=${num("fromMs", p.fromMs)}` : "";
       const until = p.untilMs !== undefined ? ` until_ms=${num("untilMs", p.untilMs)}` : "";
-      out.push(`proc ${i} ${Math.trunc(p.pid)} ${used}${from}${until} ${p.name}`);
+      const slice = p.gi !== undefined ? ` gi=${Math.trunc(p.gi)} ci=${Math.trunc(p.ci ?? 0)}` : "";
+      out.push(`proc ${i} ${Math.trunc(p.pid)} ${used}${from}${until}${slice} ${p.name}`);
+    }
+    for (const sl of d.slices ?? []) {
+      const keys = [`slice ${i} ${Math.trunc(sl.gi)} ${Math.trunc(sl.ci)} ${Math.trunc(sl.slices)}`];
+      if (sl.uuid !== undefined) keys.push(`uuid=${quoteValue("uuid", sl.uuid)}`);
+      if (sl.profile !== undefined) keys.push(`profile=${quoteValue("profile", sl.profile)}`);
+      if (sl.memTotalMib !== undefined) keys.push(`mem_total_mib=${num("memTotalMib", sl.memTotalMib)}`);
+      if (sl.memUsedMib !== undefined) keys.push(`mem_used_mib=${num("memUsedMib", sl.memUsedMib)}`);
+      if (sl.untilMs !== undefined) keys.push(`until_ms=${num("untilMs", sl.untilMs)}`);
+      out.push(keys.join(" "));
     }
     for (const e of d.errors ?? []) {
       out.push(`error ${i} ${num("fromMs", e.fromMs)} ${Math.trunc(e.code)}${e.fn ? ` fn=${e.fn}` : ""}`);

@@ -13,6 +13,7 @@ import {
   type Result,
 } from "../../vocabulary/measurement.js";
 import { loadBinding } from "./binding.js";
+import { cardSlices } from "./mig.js";
 import { consistentCount, recheck, stableInSection } from "./seqlock.js";
 
 /**
@@ -200,7 +201,11 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
       return {
         ok: true,
         tNs,
-        processes: list.processes.map((p) => ({ pid: p.pid, name: p.name, usedMib: p.usedMib })),
+        processes: list.processes.map((p) =>
+          p.gpuInstanceId === undefined
+            ? { pid: p.pid, name: p.name, usedMib: p.usedMib }
+            : { pid: p.pid, name: p.name, usedMib: p.usedMib, gpuInstanceId: p.gpuInstanceId },
+        ),
       };
     } catch (error) {
       return { ok: false, tNs, reason: `reading the process list failed: ${String(error)}` };
@@ -217,6 +222,7 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
   return {
     readProcesses,
     readInfo,
+    readSlices: () => cardSlices(binding, index),
     async readState(): Promise<Result<CardState>> {
       const [info, procs] = await Promise.all([readInfo(), readProcesses()]);
       if (!info.ok) return info;

@@ -127,7 +127,18 @@ typedef struct {
   unsigned long long used; /* bytes; ULLONG_MAX: not available */
   double from_ms, until_ms;
   char* name;
+  int gi, ci; /* the MIG slice it runs on; -1: none */
 } proc_t;
+
+#define MAX_SLICES 8
+
+/* A MIG device (slice) of a card in MIG mode (fake_nvml_mig.c). */
+typedef struct {
+  unsigned int gi, ci, gi_slices;
+  char uuid[96], name[96];
+  unsigned long long mem_total, mem_used; /* bytes */
+  double until_ms; /* gone from then on (MIG reconfigured) */
+} slice_t;
 
 typedef struct {
   double from_ms;
@@ -174,6 +185,10 @@ typedef struct {
   int nerrs;
   jump_t* jumps;
   int njumps;
+  int mig; /* MIG mode: -1 not supported (pre-Ampere), 0 off, 1 on */
+  unsigned int mig_slots; /* nvmlDeviceGetMaxMigDeviceCount */
+  slice_t slices[MAX_SLICES];
+  int nslices;
 } device_t;
 
 typedef struct {
@@ -232,6 +247,7 @@ static void device_defaults(device_t* d, int index) {
   d->util = 1;
   d->power_limit_w = 700;
   d->enforced_limit_w = -1; /* = power_limit_w */
+  d->mig_slots = 7;
 }
 
 static void scenario_free(scenario_t* s) {
@@ -411,13 +427,22 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
     d->power_limit_w = x;
   } else if (!strcmp(key, "enforced_limit_w")) {
     d->enforced_limit_w = x;
+  } else if (!strcmp(key, "mig")) {
+    d->mig = (int)x;
+  } else if (!strcmp(key, "mig_slots")) {
+    if (x >= 0 && x <= MAX_SLICES) d->mig_slots = (unsigned int)x;
   } else {
     warn("line %d: unknown device key '%s'; ignored", lineno, key);
   }
 }
 
+static void parse_slice(device_t* d, char** tok, int n, int lineno);
+
+static scenario_t* g_sc_parsing = NULL;
+
 static scenario_t* scenario_parse(FILE* f) {
   scenario_t* s = xcalloc(1, sizeof *s);
+  g_sc_parsing = s;
   s->t0_ns = 0;
   snprintf(s->driver, sizeof s->driver, "590.48.01");
   char* line = NULL;
@@ -526,6 +551,8 @@ static scenario_t* scenario_parse(FILE* f) {
         p.pid = (unsigned int)pid;
         p.from_ms = -INFINITY;
         p.until_ms = INFINITY;
+        p.gi = -1;
+        p.ci = -1;
         double mib;
         if (!strcmp(tok[3], "na"))
           p.used = ULLONG_MAX;
@@ -541,6 +568,10 @@ static scenario_t* scenario_parse(FILE* f) {
             parse_num(tok[i] + 8, &p.from_ms);
           else if (!strncmp(tok[i], "until_ms=", 9))
             parse_num(tok[i] + 9, &p.until_ms);
+          else if (!strncmp(tok[i], "gi=", 3))
+            p.gi = atoi(tok[i] + 3);
+          else if (!strncmp(tok[i], "ci=", 3))
+            p.ci = atoi(tok[i] + 3);
           else
             break;
         }
@@ -579,6 +610,8 @@ static scenario_t* scenario_parse(FILE* f) {
       } else if (d) {
         warn("line %d: bad error line", lineno);
       }
+    } else if (!strcmp(dir, "slice") && n >= 5) {
+      parse_slice(dev_arg(s, tok[1], lineno), tok, n, lineno);
     } else if (!strcmp(dir, "counter_jump") && n >= 4) {
       device_t* d = dev_arg(s, tok[1], lineno);
       double t;
@@ -805,10 +838,15 @@ static nvmlReturn_t leave(nvmlReturn_t r) {
 
 static long long rel_now(void) { return mono_ns() - g_sc->t0_ns; }
 
+static int mig_handle(nvmlDevice_t h, int* dev, int* slot);
+static nvmlReturn_t mig_device_call(nvmlDevice_t h);
+
 /* Validates the handle and applies the scenario's errors; on success *out is the device. */
 static nvmlReturn_t device_call(const char* sym, nvmlDevice_t h, const device_t** out,
                                 long long* rel) {
   if (g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+  int mig_dev, mig_slot;
+  if (mig_handle(h, &mig_dev, &mig_slot)) return mig_device_call(h);
   if (h < &g_handles[0] || h >= &g_handles[MAX_DEVICES] ||
       (size_t)((const char*)h - (const char*)&g_handles[0]) % sizeof(g_handles[0]) != 0)
     return NVML_ERROR_INVALID_ARGUMENT;
@@ -830,6 +868,8 @@ static nvmlReturn_t copy_str(char* dst, unsigned int len, const char* src) {
   memcpy(dst, src, n + 1);
   return NVML_SUCCESS;
 }
+
+#include "fake_nvml_mig.c"
 
 /* ---- the exported API ------------------------------------------------------------------------ */
 
@@ -945,6 +985,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char* name, unsigned int l
   const device_t* d;
   long long rel;
   enter("nvmlDeviceGetName");
+  int mdev, mslot;
+  if (mig_handle(h, &mdev, &mslot)) return leave(mig_string(h, name, length, 0));
   nvmlReturn_t r = device_call("nvmlDeviceGetName", h, &d, &rel);
   if (r) return leave(r);
   return leave(copy_str(name, length, d->name));
@@ -954,6 +996,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char* uuid, unsigned int l
   const device_t* d;
   long long rel;
   enter("nvmlDeviceGetUUID");
+  int mdev, mslot;
+  if (mig_handle(h, &mdev, &mslot)) return leave(mig_string(h, uuid, length, 1));
   nvmlReturn_t r = device_call("nvmlDeviceGetUUID", h, &d, &rel);
   if (r) return leave(r);
   return leave(copy_str(uuid, length, d->uuid));
@@ -986,6 +1030,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t* mem) {
   const device_t* d;
   long long rel;
   enter("nvmlDeviceGetMemoryInfo");
+  int mdev, mslot;
+  if (mem && mig_handle(h, &mdev, &mslot)) {
+    nvmlReturn_t m = mig_memory(h, &mem->total, &mem->used);
+    if (!m) mem->free = mem->total - mem->used;
+    return leave(m);
+  }
   nvmlReturn_t r = device_call("nvmlDeviceGetMemoryInfo", h, &d, &rel);
   if (r) return leave(r);
   if (!mem) return leave(NVML_ERROR_INVALID_ARGUMENT);
@@ -1016,13 +1066,16 @@ static nvmlReturn_t do_procs(const char* sym, nvmlDevice_t h, unsigned int* coun
   const device_t* d;
   long long rel;
   enter(sym);
-  nvmlReturn_t r = device_call(sym, h, &d, &rel);
+  int gi = -1;
+  nvmlReturn_t r = mig_procs_filter(h, &d, &gi);
+  if (r == NVML_SUCCESS && gi < 0) r = device_call(sym, h, &d, &rel);
+  else rel = rel_now();
   if (r) return leave(r);
   if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
   double t = (double)rel / 1e6;
   unsigned int n = 0;
   for (int i = 0; i < d->nprocs; i++)
-    if (t >= d->procs[i].from_ms && t < d->procs[i].until_ms) n++;
+    if (t >= d->procs[i].from_ms && t < d->procs[i].until_ms && (gi < 0 || d->procs[i].gi == gi)) n++;
   if (*count < n) {
     *count = n;
     return leave(NVML_ERROR_INSUFFICIENT_SIZE);
@@ -1033,7 +1086,7 @@ static nvmlReturn_t do_procs(const char* sym, nvmlDevice_t h, unsigned int* coun
   unsigned int k = 0;
   for (int i = 0; i < d->nprocs; i++) {
     const proc_t* p = &d->procs[i];
-    if (!(t >= p->from_ms && t < p->until_ms)) continue;
+    if (!(t >= p->from_ms && t < p->until_ms) || (gi >= 0 && p->gi != gi)) continue;
     unsigned long long used = p->used;
     if (size == sizeof(nvmlProcessInfo_v1_t)) {
       nvmlProcessInfo_v1_t* e = (nvmlProcessInfo_v1_t*)infos + k;
@@ -1045,8 +1098,8 @@ static nvmlReturn_t do_procs(const char* sym, nvmlDevice_t h, unsigned int* coun
       memset(e, 0, sizeof *e);
       e->pid = p->pid;
       e->usedGpuMemory = used;
-      e->gpuInstanceId = 0xFFFFFFFFu;
-      e->computeInstanceId = 0xFFFFFFFFu;
+      e->gpuInstanceId = p->gi >= 0 ? (unsigned int)p->gi : 0xFFFFFFFFu;
+      e->computeInstanceId = p->ci >= 0 ? (unsigned int)p->ci : 0xFFFFFFFFu;
     }
     k++;
   }
@@ -1179,6 +1232,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t* 
   const device_t* d;
   long long rel;
   enter("nvmlDeviceGetMemoryInfo_v2");
+  int mdev, mslot;
+  if (mem && mem->version == NVML_MEMORY_V2_VERSION && mig_handle(h, &mdev, &mslot)) {
+    mem->reserved = 0;
+    nvmlReturn_t m = mig_memory(h, &mem->total, &mem->used);
+    if (!m) mem->free = mem->total - mem->used;
+    return leave(m);
+  }
   nvmlReturn_t r = device_call("nvmlDeviceGetMemoryInfo_v2", h, &d, &rel);
   if (r) return leave(r);
   if (!mem) return leave(NVML_ERROR_INVALID_ARGUMENT);
