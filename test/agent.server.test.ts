@@ -2,7 +2,7 @@ import { request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
-import { scenarioForThisProcess } from "./fakes/scenario.js";
+import { scenarioForThisProcess, sliceUuid } from "./fakes/scenario.js";
 
 // giul-agent in this process, reading the libnvidia-ml double: its wire format against the
 // scenario, its Prometheus text, and its behaviour under bad input.
@@ -26,7 +26,15 @@ const sc = scenarioForThisProcess({
       ],
     },
     // unified memory, no utilization (MIG parent): those fields are null, never 0
-    { name: "GB10", power: 40, memSupported: false, utilSupported: false },
+    // … and in MIG mode: a slice of it is served the card's readings.
+    {
+      name: "GB10",
+      power: 40,
+      memSupported: false,
+      utilSupported: false,
+      mig: 1,
+      slices: [{ gi: 1, ci: 0, slices: 1 }],
+    },
   ],
 });
 
@@ -171,6 +179,11 @@ describe.runIf(ready)("giul-agent", () => {
     const named = await get("/power?gpu=GPU-00000000-0000-0000-0000-000000000001");
     expect(named.status).toBe(200);
     expect(JSON.parse(named.text).gpu).toBe(1);
+    // A MIG slice named by its UUID (a remote Node on a slice): its card's readings.
+    const slice = await get(`/power?gpu=${sliceUuid(1, 1, 0)}`);
+    expect(slice.status).toBe(200);
+    expect(JSON.parse(slice.text).gpu).toBe(1);
+    expect((await get("/power?gpu=MIG-99999999-0000-4000-8000-000000000001")).status).toBe(404);
     const unknown = await get("/energy?card=1");
     expect(unknown.status).toBe(400);
     expect(JSON.parse(unknown.text).error).toMatch(/"card": unknown parameter/);

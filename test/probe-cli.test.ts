@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { built, FAKE_NVML, FAKE_SMI, ROOT } from "./fakes/paths.js";
-import { NVML, type Scenario, type ScenarioSpec, writeScenario } from "./fakes/scenario.js";
+import { NVML, type Scenario, type ScenarioSpec, sliceUuid, writeScenario } from "./fakes/scenario.js";
 
 const PROBE = join(ROOT, "dist", "cli", "probe.js");
 // giul-probe, and the doubles it reads (skipped where they are not built; a failure in CI)
@@ -307,5 +307,63 @@ describe.runIf(ready)("giul-probe arguments", () => {
     expect(ran.stdout).toBe("");
     expect(ran.stderr).toContain("--frobnicate");
     expect(ran.stderr).toContain("Usage: giul-probe");
+  });
+});
+
+describe.runIf(ready)("giul-probe on a card in MIG mode", () => {
+  const MIG_CARD: ScenarioSpec = {
+    devices: [
+      {
+        uuid: "GPU-11111111-2222-3333-4444-555555555555",
+        mig: 1,
+        utilSupported: false,
+        slices: [
+          { gi: 1, ci: 0, slices: 3, profile: "3g.40gb", memTotalMib: 40_192, memUsedMib: 2_048 },
+          { gi: 5, ci: 0, slices: 1, profile: "1g.10gb", memTotalMib: 9_984 },
+        ],
+        procs: [
+          { pid: 4242, usedMib: 2_000, name: "vllm", gi: 1, ci: 0 },
+          { pid: 5151, usedMib: 500, name: "train.py", gi: 5, ci: 0 },
+        ],
+      },
+    ],
+  };
+  const s3 = sliceUuid(0, 1, 0);
+  const s1 = sliceUuid(0, 5, 0);
+
+  it("lists each slice with its UUID, profile, memory and processes, in text and --json", () => {
+    scenario = writeScenario(MIG_CARD);
+    const text = probe(["--seconds", "1"], scenario.env());
+    expect(text.status).toBe(0);
+    const card = cardSection(text.stdout, 0);
+    expect(card).toMatch(
+      /MIG mode\s+on, 2 slice\(s\): each metered by nvml_counter as its share of this card/,
+    );
+    expect(card).toContain(`${s3}, 3 of 7 slices, 2048 / 40192 MiB used, 4242 vllm`);
+    expect(card).toContain(`${s1}, 1 of 7 slices, 0 / 9984 MiB used, 5151 train.py`);
+    const report = JSON.parse(probe(["--json", "--seconds", "1"], scenario.env()).stdout) as {
+      devices: {
+        mig: {
+          cardSlices: number;
+          slices: { uuid: string; profile: string; processes: { pid: number }[] }[];
+        };
+      }[];
+    };
+    const mig = report.devices[0]?.mig;
+    expect(mig?.cardSlices).toBe(7);
+    expect(mig?.slices.map((s) => [s.uuid, s.profile, s.processes.map((p) => p.pid)])).toEqual([
+      [s3, "3g.40gb", [4242]],
+      [s1, "1g.10gb", [5151]],
+    ]);
+  });
+
+  it("--idle on a slice is refused (exit 2), naming the card to measure", () => {
+    scenario = writeScenario(MIG_CARD);
+    const ran = probe(["--idle", "--gpu", s3], scenario.env());
+    expect(ran.status).toBe(2);
+    expect(ran.stderr).toContain(`--gpu ${s3} is a MIG slice, which has no power sensor of its own`);
+    expect(ran.stderr).toContain(
+      "Measure GPU 0 (GPU-11111111-2222-3333-4444-555555555555): giul-probe --idle --gpu 0",
+    );
   });
 });

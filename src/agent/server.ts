@@ -16,6 +16,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { CARD_UUID } from "../rules/node.js";
+import { findSlice, isSliceUuid } from "../select/mig.js";
 import { packageVersion } from "../sources/native/binding.js";
 import { debug } from "../vocabulary/debug.js";
 import { EDGE_AGE_HEADER, EDGE_AGE_MAX_NS } from "../vocabulary/wire.js";
@@ -148,10 +149,25 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
     if (m.reason !== null) warn(`giul-agent: GPU ${m.gpu}: energy unavailable (${m.reason})`);
   }
 
-  const pick = (url: URL): DeviceMonitor | null => {
+  // A MIG slice (?gpu=MIG-…) has no sensor: it is served its card's readings (found once).
+  const slices = new Map<string, Promise<number | null>>();
+  const pick = async (url: URL): Promise<DeviceMonitor | null> => {
     const raw = url.searchParams.get("gpu");
     if (raw === null) return monitors[0] ?? null;
     if (/^\d+$/.test(raw)) return monitors.find((m) => m.gpu === Number(raw)) ?? null;
+    if (isSliceUuid(raw)) {
+      const key = raw.toLowerCase();
+      let card = slices.get(key);
+      if (card === undefined) {
+        card = findSlice(raw).then((found) => {
+          if (found.index === null) slices.delete(key); // looked for again next time
+          return found.index;
+        });
+        slices.set(key, card);
+      }
+      const index = await card;
+      return monitors.find((m) => m.gpu === index) ?? null;
+    }
     return monitors.find((m) => m.uuid !== null && m.uuid.toLowerCase() === raw.toLowerCase()) ?? null;
   };
 
@@ -201,7 +217,7 @@ export async function startAgent(options: AgentOptions = {}): Promise<Agent> {
       );
       return;
     }
-    const monitor = pick(url);
+    const monitor = await pick(url);
     if (monitor === null) {
       const served = monitors.map((m) => (m.uuid === null ? `${m.gpu}` : `${m.gpu} (${m.uuid})`));
       sendError(res, 404, `this agent serves gpu ${served.join(", ")}`);

@@ -7,6 +7,7 @@ import { type IdleResult, measureIdle } from "../idle.js";
 import { Meter } from "../meter/meter.js";
 import { type HostDevice, type HostReport, probeHost } from "../select/host.js";
 import { forcedBackend } from "../select/index.js";
+import { findSlice, isSliceUuid } from "../select/mig.js";
 import { descriptorOf } from "../select/registry.js";
 import { disableAddonProblem } from "../sources/native/binding.js";
 import { simulateCard } from "../testing.js";
@@ -29,7 +30,9 @@ loaded (and the driver version, or why not), whether nvidia-smi is on PATH, and 
 NVIDIA card its name, memory, energy-counter and instantaneous-power support, the backend
 a local Meter would use, and what its sensors did while watched for --seconds (default 2):
 how often the energy counter updates (median and spread), how often the power reading
-refreshes, and whether bars place the counter's updates by a lock onto its cadence.
+refreshes, and whether bars place the counter's updates by a lock onto its cadence. A card
+in MIG mode lists its slices (UUID, profile, memory, processes): each is metered as its
+share of the card.
 
 With --watch, prints a line a second per card (or for --gpu N) until interrupted: its power
 and the energy it drew since the watch started, through the backend a Meter would use.
@@ -40,7 +43,8 @@ is touched or measured) and prints their records: what a server using giul would
 With --idle, measures a card's idle draw instead: its power sampled for --seconds while no
 compute process is on it (refused, exit 2, if one is resident or appears), as the median,
 5th and 95th percentiles and the energy counter's average, with a line to paste into the
-card's Node (idleW). giul never applies it by itself.
+card's Node (idleW). giul never applies it by itself. A MIG slice (--gpu MIG-…) is refused,
+naming its card: a slice has no sensor, and its windows are charged above the card's floor.
 
 Options:
   -j, --json         print one JSON object instead of text
@@ -84,6 +88,7 @@ type Parsed =
       readonly gpus: readonly number[] | null;
       readonly seconds: number;
     }
+  | { readonly kind: "idleSlice"; readonly slice: string }
   | { readonly kind: "watch"; readonly gpu: number | null }
   | { readonly kind: "demo"; readonly json: boolean }
   | { readonly kind: "help" }
@@ -109,6 +114,8 @@ export function parseArgs(args: readonly string[]): Parsed {
   const rawGpu = line.text("gpu");
   const rawSeconds = line.text("seconds");
   const number = (v: string) => (v.trim() === "" ? Number.NaN : Number(v));
+  // A MIG slice has no sensor: its idle draw is the card's (main() names the card to measure).
+  if (idle && rawGpu !== undefined && isSliceUuid(rawGpu)) return { kind: "idleSlice", slice: rawGpu };
   const gpus = rawGpu === undefined ? null : rawGpu.split(",").map(number);
   if (gpus !== null && !gpus.every((v) => Number.isInteger(v) && v >= 0 && v <= 1023)) {
     return bad(
@@ -350,9 +357,52 @@ export function formatHuman(
     if (device.reason !== null) pairs.push(["unreadable", device.reason]);
     const seen = sensors.get(device.index);
     if (seen !== undefined) pairs.push(...sensorRows(seen));
+    if (device.mig !== null) pairs.push(...migRows(device.mig, device.backend));
     lines.push(...rows(pairs, "  "), "");
   }
   return `${lines.join("\n")}`;
+}
+
+/** --idle --gpu MIG-…: refused, naming the card whose idle draw the slice's windows are charged. */
+async function refuseSlice(uuid: string): Promise<number> {
+  // The lookup's reads do not keep the event loop alive (a Meter's never do): this wait does.
+  const hold = setInterval(() => {}, 1000);
+  const found = await findSlice(uuid).finally(() => clearInterval(hold));
+  const card =
+    found.index === null
+      ? `the card it is on (${found.reason})`
+      : `GPU ${found.index} (${found.partition.cardUuid ?? "UUID unknown"}): giul-probe --idle --gpu ${found.index}`;
+  process.stderr.write(
+    `giul-probe: --gpu ${uuid} is a MIG slice, which has no power sensor of its own: its windows are charged above the card's idle floor. Measure ${card}\n`,
+  );
+  return 2;
+}
+
+/** A MIG card's slices: each metered as its share of the card (it has no sensor of its own). */
+function migRows(
+  mig: NonNullable<HostDevice["mig"]>,
+  backend: BackendName,
+): Array<readonly [string, string]> {
+  const of = mig.cardSlices === null ? "" : ` of ${mig.cardSlices}`;
+  const out: Array<readonly [string, string]> = [
+    [
+      "MIG mode",
+      `on, ${mig.slices.length} slice(s): each metered by ${backend} as its share of this card, weighted by its slices${of} (a slice has no power sensor)`,
+    ],
+  ];
+  for (const s of mig.slices) {
+    const used = s.memoryUsedMib === null ? "?" : String(Math.round(s.memoryUsedMib));
+    const total = s.memoryTotalMib === null ? "?" : String(Math.round(s.memoryTotalMib));
+    const procs =
+      s.processes.length === 0
+        ? "no processes"
+        : s.processes.map((p) => `${p.pid} ${p.name ?? "?"}`).join(", ");
+    out.push([
+      `  ${s.profile ?? "slice"}`,
+      `${s.uuid ?? "uuid unknown"}, ${s.slices ?? "?"}${of} slices, ${used} / ${total} MiB used, ${procs}`,
+    ]);
+  }
+  return out;
 }
 
 /** The report as the one JSON object `--json` prints (with GIUL_BACKEND's forced backend, or null). */
@@ -382,6 +432,7 @@ export async function main(args: readonly string[]): Promise<number> {
     return 2;
   }
   if (parsed.kind === "idle") return idle(parsed);
+  if (parsed.kind === "idleSlice") return refuseSlice(parsed.slice);
   if (parsed.kind === "watch") return watch(parsed.gpu, forced);
   if (parsed.kind === "demo") return demoRun(parsed.json);
   const report = await probeHost();

@@ -3,11 +3,12 @@
  * features and the backend a local Meter would use on it (the registry's choice), and nvidia-smi.
  * Never throws: every failure is a field with a reason. giul-probe prints this.
  */
-import type { DeviceInfo, NativeFailure } from "../../binding.js";
+import type { DeviceInfo, GiulBinding, NativeFailure, NativeProcess } from "../../binding.js";
+import { cardSlices } from "../sources/native/mig.js";
 import { querySmiOnce, type SmiProbe } from "../sources/smi/parse.js";
 import { findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
 import { debug } from "../vocabulary/debug.js";
-import type { BackendName } from "../vocabulary/measurement.js";
+import type { BackendName, ProcessInfo, SliceInfo } from "../vocabulary/measurement.js";
 import {
   capabilitiesOf,
   defaultHostDeps,
@@ -48,6 +49,15 @@ export interface HostDevice {
   readonly backend: BackendName;
   /** Why the card could not be read, or null. */
   readonly reason: string | null;
+  /** The card is in MIG mode: its slices (each metered as its share of this card); else null. */
+  readonly mig: HostMig | null;
+}
+
+/** A card in MIG mode, as giul-probe lists it. */
+export interface HostMig {
+  /** The card's slices (7 on A100, H100, H200), or null when NVML did not say. */
+  readonly cardSlices: number | null;
+  readonly slices: readonly (SliceInfo & { readonly processes: readonly ProcessInfo[] })[];
 }
 
 export interface HostReport {
@@ -63,7 +73,12 @@ export interface HostReport {
   readonly devices: readonly HostDevice[];
 }
 
-function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiStatus): HostDevice {
+function hostDevice(
+  index: number,
+  info: DeviceInfo | NativeFailure,
+  smi: SmiStatus,
+  mig: HostMig | null = null,
+): HostDevice {
   const backend = chooseLocalBackend(index, capabilitiesOf(info, smi));
   if (!info.ok) {
     return {
@@ -78,6 +93,7 @@ function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiSta
       powerW: null,
       backend,
       reason: info.reason,
+      mig: null,
     };
   }
   return {
@@ -92,6 +108,7 @@ function hostDevice(index: number, info: DeviceInfo | NativeFailure, smi: SmiSta
     powerW: info.powerW,
     backend,
     reason: null,
+    mig,
   };
 }
 
@@ -120,7 +137,8 @@ export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
   const binding = nvml.binding;
   if (binding !== null && nvml.status.available) {
     for (let index = 0; index < nvml.status.deviceCount; index++) {
-      devices.push(hostDevice(index, await readDevice(binding, index), smi));
+      const info = await readDevice(binding, index);
+      devices.push(hostDevice(index, info, smi, info.ok ? await hostMig(binding, index) : null));
     }
   }
   debug(
@@ -144,4 +162,27 @@ export function probeHost(options: { readonly refresh?: boolean } = {}): Promise
   }
   cachedReport ??= probeHostWith(defaultHostDeps);
   return cachedReport;
+}
+
+/** A card's slices with the processes on each (null: not in MIG mode, or unreadable). */
+async function hostMig(binding: GiulBinding, index: number): Promise<HostMig | null> {
+  // giul-probe waits for its report: the reads keep the event loop alive.
+  const listed = await cardSlices(binding, index, true);
+  if (!listed.ok || !listed.value.enabled) return null;
+  let processes: readonly NativeProcess[] = [];
+  try {
+    const read = await binding.computeProcesses(index, { keepAlive: true });
+    if (read.ok) processes = read.processes;
+  } catch {
+    // No processes to list: the slices still are.
+  }
+  return {
+    cardSlices: listed.value.cardSlices,
+    slices: listed.value.slices.map((s) => ({
+      ...s,
+      processes: processes
+        .filter((p) => p.gpuInstanceId !== undefined && p.gpuInstanceId === s.gpuInstanceId)
+        .map((p) => ({ pid: p.pid, name: p.name, usedMib: p.usedMib })),
+    })),
+  };
 }

@@ -20,8 +20,12 @@ export async function readMig(
 }
 
 /** A card's slices as the CardReader gives them (readSlices), from the addon's MIG read. */
-export async function cardSlices(binding: GiulBinding, index: number): Promise<Result<CardSlices>> {
-  const mig = await readMig(binding, index, false);
+export async function cardSlices(
+  binding: GiulBinding,
+  index: number,
+  keepAlive = false,
+): Promise<Result<CardSlices>> {
+  const mig = await readMig(binding, index, keepAlive);
   if (mig === null) return fail("this build of the giul addon cannot read MIG devices");
   if (!mig.ok) return fail(mig.reason);
   return ok({
