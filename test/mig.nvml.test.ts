@@ -214,6 +214,19 @@ describe.runIf(nativeReady())("MIG slices on the NVML double", () => {
     expect(String(refused)).toContain("not in MIG mode");
   });
 
+  it("two Nodes on slices of one card with different idle floors, open at once: a GiulError naming idleW", async () => {
+    const a = await Meter.forNode(node(S3, { servingMatch: "vllm" })).open();
+    const refused = await Meter.forNode({ ...node(S2, { servingMatch: "vllm" }), idleW: IDLE_W + 5 })
+      .open()
+      .then(
+        () => null,
+        (error: unknown) => error,
+      );
+    await a.close();
+    expect(isGiulError(refused)).toBe(true);
+    expect((refused as { field?: string }).field).toBe("idleW");
+  });
+
   it("probeNode on a slice returns the slice's memory and processes", async () => {
     const p = await probeNode(node(S3));
     if (p === null) throw new Error("probeNode answered null");
