@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import type { ResolvedNode } from "./rules/node.js";
 import type { CardReader } from "./track/card.js";
 import type { ContendingProcess, Partition, ProcessInfo, ProcessRead } from "./vocabulary/measurement.js";
@@ -53,6 +54,7 @@ export function tenantsOf(
   node: ResolvedNode,
   processes: readonly ProcessInfo[],
   partition: Partition | null = null,
+  slices: SliceTenancy | null = null,
 ): ContendingProcess[] {
   const match = node.servingMatch;
   if (match === null && partition === null) return [];
@@ -62,6 +64,16 @@ export function tenantsOf(
     const elsewhere =
       partition !== null && p.gpuInstanceId !== undefined && p.gpuInstanceId !== partition.gpuInstanceId;
     if (match === null && !elsewhere) continue;
+    // On another slice, one of the card's giul processes (the card's log knows their pids) is not a
+    // tenant; one whose pid cannot be matched here is neither, and said.
+    if (elsewhere && slices !== null && !(match !== null && matchesServing(match, p.name))) {
+      const mine = slices.giul(p);
+      if (mine === true) continue;
+      if (mine === null) {
+        slices.unmatched.push(p);
+        continue;
+      }
+    }
     const cls = classify(node, p);
     if (cls === "ours" && !elsewhere) ours.push(p);
     else if (cls === "tenant") tenants.push(tenant(p));
@@ -74,6 +86,38 @@ export function tenantsOf(
 function tenant(p: ProcessInfo): ContendingProcess {
   const t = { pid: p.pid, name: p.name, usedMib: p.usedMib };
   return p.gpuInstanceId === undefined ? t : { ...t, gpuInstanceId: p.gpuInstanceId };
+}
+
+/**
+ * On a MIG slice, whether a process on another slice is one of the card's giul processes: true,
+ * false, or null where its pid cannot be matched here; those are collected in `unmatched`.
+ */
+export interface SliceTenancy {
+  giul(p: ProcessInfo): boolean | null;
+  readonly unmatched: ProcessInfo[];
+}
+
+/**
+ * A SliceTenancy over the card log's pids: a pid NVML reports is matched where this process sees
+ * it as the same process (/proc/<pid>/comm begins its name); else (a container sees other pids
+ * than NVML reports, or the process is gone) it cannot be told.
+ */
+export function sliceTenancy(giulPids: readonly number[]): SliceTenancy {
+  const pids = new Set(giulPids);
+  return {
+    unmatched: [],
+    giul(p: ProcessInfo): boolean | null {
+      let comm: string;
+      try {
+        comm = readFileSync(`/proc/${p.pid}/comm`, "utf8").trim();
+      } catch {
+        return null;
+      }
+      const name = basename(p.name ?? "");
+      if (comm === "" || !(name.startsWith(comm) || comm.startsWith(name.slice(0, 15)))) return null;
+      return pids.has(p.pid);
+    },
+  };
 }
 
 /** The class of one process on a node that sets `servingMatch`. */
@@ -242,6 +286,7 @@ export async function contentionOver(
   openNs: bigint,
   closeNs: bigint,
   partition: Partition | null = null,
+  giulPids: (() => readonly number[]) | null = null,
 ): Promise<WindowContention> {
   try {
     const [opened, closed] = await Promise.all([atOpen ?? watcher.after(openNs), watcher.after(closeNs)]);
@@ -249,6 +294,7 @@ export async function contentionOver(
     if (watching) watcher.unwatch();
     const byPid = new Map<number, ContendingProcess>();
     const unreadable: string[] = [];
+    const slices = partition !== null && giulPids !== null ? sliceTenancy(giulPids()) : null;
     for (const [label, read] of [
       ["opening edge", opened],
       ...seen.map((r) => ["window", r] as const),
@@ -258,8 +304,14 @@ export async function contentionOver(
         if (label !== "window") unreadable.push(`at the ${label}: ${read.reason}`);
         continue;
       }
-      for (const t of tenantsOf(node, read.processes, partition)) if (!byPid.has(t.pid)) byPid.set(t.pid, t);
+      for (const t of tenantsOf(node, read.processes, partition, slices))
+        if (!byPid.has(t.pid)) byPid.set(t.pid, t);
     }
+    const unmatched = [...new Set(slices?.unmatched.map((p) => `pid ${p.pid} (${p.name ?? "?"})`) ?? [])];
+    if (unmatched.length > 0)
+      unreadable.push(
+        `on the card's other MIG slices: ${unmatched.join(", ")}, as NVML reports it, is not that process here (a container sees other pids), so whether it is one of the card's giul processes cannot be told`,
+      );
     return {
       contendedBy: [...byPid.values()],
       unchecked: unreadable.length > 0 ? `contention could not be checked ${unreadable.join("; ")}` : null,

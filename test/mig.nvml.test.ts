@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fairShare, type TruthWindow } from "./fakes/fair-share.js";
 import { built, DIST, nativeReady } from "./fakes/paths.js";
-import { type ScenarioSpec, scenarioForThisProcess, sliceUuid } from "./fakes/scenario.js";
+import { type ProcSpec, type ScenarioSpec, scenarioForThisProcess, sliceUuid } from "./fakes/scenario.js";
 import { squareWave } from "./fakes/waves.js";
 
 // MIG slices on the NVML double: an H100 in MIG mode with a 3g, a 2g and a 1g slice (the double
@@ -19,7 +19,7 @@ const S2 = sliceUuid(0, 2, 0);
 const S1 = sliceUuid(0, 3, 0);
 const S1b = sliceUuid(0, 4, 0);
 
-const spec = (goneAtMs?: number): ScenarioSpec => ({
+const spec = (goneAtMs?: number, procs: readonly ProcSpec[] = []): ScenarioSpec => ({
   devices: [
     {
       uuid: CARD,
@@ -40,7 +40,7 @@ const spec = (goneAtMs?: number): ScenarioSpec => ({
           ...(goneAtMs !== undefined ? { untilMs: goneAtMs } : {}),
         },
       ],
-      procs: [{ pid: 4242, usedMib: 900, name: "python -m vllm.entrypoints", gi: 1, ci: 0 }],
+      procs: [{ pid: 4242, usedMib: 900, name: "python -m vllm.entrypoints", gi: 1, ci: 0 }, ...procs],
     },
     { uuid: PLAIN, power: 200, counterStepMs: 10 },
   ],
@@ -166,24 +166,47 @@ describe.runIf(nativeReady())("MIG slices on the NVML double", () => {
     expect(m.result().partition?.sliceUuid).toBe(S2);
   });
 
-  it("a process on another slice is contention, named with its slice; a server on the window's own slice is not", async () => {
-    const onOther = await Meter.forNode(node(S2)).open();
-    await sleep(100);
-    await onOther.close();
-    const e = onOther.result();
-    expect(e.contended).toBe(true);
-    expect(e.contendedBy).toEqual([expect.objectContaining({ pid: 4242, slice: S3 })]);
-    expect(e.toJSON().contended_by[0]).toMatchObject({ pid: 4242, slice_uuid: S3 });
-    const onOwn = await Meter.forNode(node(S3)).open();
-    await sleep(100);
-    await onOwn.close();
-    expect(onOwn.result().contended).toBe(false);
-    expect(onOwn.result().method).toBe("sampled");
-    // With servingMatch naming the server, it is not contention on another slice either.
-    const served = await Meter.forNode(node(S2, { servingMatch: "vllm" })).open();
-    await sleep(100);
-    await served.close();
-    expect(served.result().contended).toBe(false);
+  it("a process on another slice is contention, named with its slice, unless it is one of the card's giul processes or serves", async () => {
+    // A process this host sees (a sleep) and this process itself (a giul process: the card's log
+    // holds its pid) on the 3g slice; the vllm server there matches no servingMatch of these nodes.
+    const sleeper = spawn("sleep", ["30"]);
+    const self = { pid: process.pid, usedMib: 100, name: process.execPath, gi: 1, ci: 0 };
+    sc.update(
+      spec(undefined, [
+        { pid: sleeper.pid as number, usedMib: 100, name: "/usr/bin/sleep", gi: 1, ci: 0 },
+        self,
+      ]),
+    );
+    try {
+      const onOther = await Meter.forNode(node(S2)).open();
+      await sleep(100);
+      await onOther.close();
+      const e = onOther.result();
+      expect(e.contended).toBe(true);
+      expect(e.contendedBy.map((p) => [p.pid, p.slice])).toEqual([[sleeper.pid, S3]]);
+      expect(e.toJSON().contended_by[0]).toMatchObject({ pid: sleeper.pid, slice_uuid: S3 });
+      // 4242 (the server) is not visible on this host as that process: said, not guessed.
+      expect(e.contentionChecked).toBe(false);
+      expect(e.reason).toContain(
+        "pid 4242 (python -m vllm.entrypoints), as NVML reports it, is not that process here",
+      );
+      // On the window's own slice, with no servingMatch: as on a card, nothing is looked up.
+      const onOwn = await Meter.forNode(node(S3)).open();
+      await sleep(100);
+      await onOwn.close();
+      expect(onOwn.result().contended).toBe(false);
+      expect(onOwn.result().method).toBe("sampled");
+      // With servingMatch naming the server: on another slice it is another server, not contention.
+      sc.update(spec());
+      const served = await Meter.forNode(node(S2, { servingMatch: "vllm" })).open();
+      await sleep(100);
+      await served.close();
+      expect(served.result().contended).toBe(false);
+      expect(served.result().method).toBe("sampled");
+    } finally {
+      sleeper.kill();
+      sc.update(spec());
+    }
   });
 
   it("a slice gone mid-window (MIG reconfigured) leaves that window unmeasured, and says so", async () => {

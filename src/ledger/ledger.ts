@@ -117,6 +117,11 @@ export class CardLedger {
   }
 
   /** Windows open on the card now. */
+  /** The pids of the processes with windows on the card's log (this one, where the log is its own). */
+  giulPids(): readonly number[] {
+    return this.log.pids?.() ?? [process.pid];
+  }
+
   get open(): number {
     return this.count;
   }

@@ -246,7 +246,7 @@ export class Meter {
     this.ledger = ledger;
     this.entries = entries;
     this.events.opened(entries);
-    this.witness = witnessFor(this.node, this.selection, this.events.ns(0), this.o.watchContention);
+    this.witness = witnessFor(this.node, this.selection, this.events.ns(0), this.o.watchContention, ledger);
     const heldWatch = this.witness?.held() ?? null;
     this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
     abandoned.add(this, this.leftovers);

@@ -5,6 +5,7 @@
  * reconfigured card meters nothing of a slice that is gone), and which slice each tenant was on.
  */
 import { contentionOver, type ProcessWatcher, watcherFor } from "../contention.js";
+import type { CardLedger } from "../ledger/ledger.js";
 import type { ResolvedNode } from "../rules/node.js";
 import type { Selection } from "../select/index.js";
 import { partitionOfNode } from "../select/mig.js";
@@ -27,11 +28,14 @@ export function witnessFor(
   selection: Selection | null,
   openNs: bigint,
   watching: boolean,
+  ledger: CardLedger,
 ): Witness | null {
   const slice = partitionOfNode(node);
   if (node.servingMatch === null && slice === null) return null;
   const backend = selection?.backend ?? "none";
-  return new Witness(node, selection?.reader ?? null, backend, openNs, watching, slice);
+  const w = new Witness(node, selection?.reader ?? null, backend, openNs, watching, slice);
+  w.giulPids = () => ledger.giulPids();
+  return w;
 }
 
 /** How long the close waits for a MIG listing (ms): past it, the slice is taken as present. */
@@ -44,6 +48,8 @@ export class Witness {
   unchecked: string | null = null;
   /** The slice the window was on was gone at its close: why it cannot be measured, or null. */
   gone: string | null = null;
+  /** The pids of the card's giul processes (a MIG slice's windows tell them from tenants). */
+  giulPids: (() => readonly number[]) | null = null;
   /** The card's process watcher (shared by every window on it), or null where none can be read. */
   readonly watcher: ProcessWatcher | null = null;
   private readonly atOpen: Promise<ProcessRead> | null = null;
@@ -77,7 +83,16 @@ export class Witness {
     const watcher = this.watcher;
     if (watcher === null) return null;
     const p = this.partition;
-    const seen = contentionOver(this.node, watcher, this.atOpen, this.watching, openNs, closeNs, p);
+    const seen = contentionOver(
+      this.node,
+      watcher,
+      this.atOpen,
+      this.watching,
+      openNs,
+      closeNs,
+      p,
+      this.giulPids,
+    );
     const slices = p === null ? null : readSlicesWithin(this.reader as CardReader);
     return Promise.all([seen, slices]).then(([seen, listed]) => {
       this.contendedBy = seen.contendedBy;

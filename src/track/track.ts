@@ -204,6 +204,8 @@ export interface EventLog {
   read(k: number, out: EventLogEntry): boolean;
   /** Closes the windows of processes that died (host logs); how many processes were reaped. */
   reap?(): number;
+  /** The pids of the processes holding the log (host logs; this one included). */
+  pids?(): readonly number[];
 }
 
 /**

@@ -53,6 +53,10 @@ export class NativeCardEventLog implements EventLog {
     return this.handle.reap();
   }
 
+  pids(): readonly number[] {
+    return this.handle.pids();
+  }
+
   published(): number {
     const published = consistentCount(this.u32, this.f64, this.L.hPublished);
     // NaN: an append is inside its write (preempted there, perhaps): the entries known complete.
