@@ -227,7 +227,7 @@ export class ClosedSteps {
     // the counter updates): the levels of the counter's own steps either side place the change.
     if (!this.f.usePower || this.f.power.refreshUpperNs > SLOW_SENSOR_STEPS * (uR - uL)) {
       const x = this.counterLevels(t, uL, uR, vL, dv);
-      if (!Number.isNaN(x) || this.shapeWaits) return x;
+      if (!Number.isNaN(x)) return x;
     }
     // Power is mostly steps (idle, prefill, decode): where the readings change little inside the
     // step and its energy lies between the levels read at its two ends, it is taken as one change
@@ -251,8 +251,8 @@ export class ClosedSteps {
    * power, from the level of the counter's step before it to the level of the step after it, at
    * the instant that gives `dv` (power is mostly steps: idle, prefill, decode); NaN where the
    * levels differ by less than 5 % or `dv` is not between them (more than one change), or the
-   * steps either side are not of the same run. Waits (shapeWaits) for the step after for up to
-   * two steps' time.
+   * steps either side are not both read, in the same run (an edge does not wait for the step
+   * after: a closing edge is usually bounded before it comes, and placed by the shape).
    */
   private counterLevels(t: number, uL: number, uR: number, vL: number, dv: number): number {
     const { left, right } = this.step;
@@ -260,12 +260,7 @@ export class ClosedSteps {
     const last = f.anchorBase + f.aValue.length - 1;
     const seg = f.seg(left);
     if (left - 1 < f.anchorBase || f.seg(left - 1) !== seg) return Number.NaN;
-    if (right + 1 > last) {
-      const newest = f.power.head > 0 ? f.power.atOf(f.power.head - 1) : Number.NaN;
-      this.shapeWaits = newest - uR < 2 * (uR - uL);
-      return Number.NaN;
-    }
-    if (f.seg(right + 1) !== seg) return Number.NaN;
+    if (right + 1 > last || f.seg(right + 1) !== seg) return Number.NaN;
     const w = this.wOther;
     f.locked(left - 1, w);
     const p1 = ((vL - f.valueOf(left - 1)) * 1e9) / (uL - (w.lo + w.hi) / 2);
