@@ -8,8 +8,8 @@
 
 #include "card_log_reference.h"
 #include "device_reader.h"
-#include "mig_reader.h"
 #include "js_values.h"
+#include "mig_reader.h"
 #include "module_pin.h"
 #include "monotonic_clock.h"
 #include "nvml_library.h"

@@ -340,7 +340,10 @@ describe.runIf(ready)("a window over several cards (tensor parallel)", () => {
         { name: "n", gpuIndex: 0, gpuUuid: uuid(0), idleW: 40 },
         /node\.gpuUuid: name the cards by gpuIndex or by gpuUuid, not both/,
       ],
-      [{ name: "n", gpuUuid: [uuid(0), "a b"], idleW: 40 }, /node\.gpuUuid\[1\]: expected a card's or MIG slice's UUID/],
+      [
+        { name: "n", gpuUuid: [uuid(0), "a b"], idleW: 40 },
+        /node\.gpuUuid\[1\]: expected a card's or MIG slice's UUID/,
+      ],
       [
         { name: "n", gpuUuid: [uuid(0), uuid(0)], idleW: 40 },
         /node\.gpuUuid\[1\]: card GPU-\S+ is listed twice/,

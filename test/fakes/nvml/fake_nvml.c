@@ -137,7 +137,7 @@ typedef struct {
   unsigned int gi, ci, gi_slices;
   char uuid[96], name[96];
   unsigned long long mem_total, mem_used; /* bytes */
-  double until_ms; /* gone from then on (MIG reconfigured) */
+  double until_ms;                        /* gone from then on (MIG reconfigured) */
 } slice_t;
 
 typedef struct {
@@ -185,7 +185,7 @@ typedef struct {
   int nerrs;
   jump_t* jumps;
   int njumps;
-  int mig; /* MIG mode: -1 not supported (pre-Ampere), 0 off, 1 on */
+  int mig;                /* MIG mode: -1 not supported (pre-Ampere), 0 off, 1 on */
   unsigned int mig_slots; /* nvmlDeviceGetMaxMigDeviceCount */
   slice_t slices[MAX_SLICES];
   int nslices;
@@ -1068,14 +1068,17 @@ static nvmlReturn_t do_procs(const char* sym, nvmlDevice_t h, unsigned int* coun
   enter(sym);
   int gi = -1;
   nvmlReturn_t r = mig_procs_filter(h, &d, &gi);
-  if (r == NVML_SUCCESS && gi < 0) r = device_call(sym, h, &d, &rel);
-  else rel = rel_now();
+  if (r == NVML_SUCCESS && gi < 0)
+    r = device_call(sym, h, &d, &rel);
+  else
+    rel = rel_now();
   if (r) return leave(r);
   if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
   double t = (double)rel / 1e6;
   unsigned int n = 0;
   for (int i = 0; i < d->nprocs; i++)
-    if (t >= d->procs[i].from_ms && t < d->procs[i].until_ms && (gi < 0 || d->procs[i].gi == gi)) n++;
+    if (t >= d->procs[i].from_ms && t < d->procs[i].until_ms && (gi < 0 || d->procs[i].gi == gi))
+      n++;
   if (*count < n) {
     *count = n;
     return leave(NVML_ERROR_INSUFFICIENT_SIZE);

@@ -15,7 +15,8 @@ typedef struct {
 } nvmlDeviceAttributes_t;
 _Static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "nvmlDeviceAttributes_t");
 
-/* `slice <index> <gi> <ci> <gi_slices> [uuid=] [profile=] [mem_total_mib=] [mem_used_mib=] [until_ms=]` */
+/* `slice <index> <gi> <ci> <gi_slices> [uuid=] [profile=] [mem_total_mib=] [mem_used_mib=]
+ * [until_ms=]` */
 static void parse_slice(device_t* d, char** tok, int n, int lineno) {
   if (!d) return;
   long long gi, ci, count;
@@ -113,7 +114,8 @@ static nvmlReturn_t mig_string(nvmlDevice_t h, char* out, unsigned int len, int 
   return sl ? copy_str(out, len, uuid ? sl->uuid : sl->name) : r;
 }
 
-static nvmlReturn_t mig_memory(nvmlDevice_t h, unsigned long long* total, unsigned long long* used) {
+static nvmlReturn_t mig_memory(nvmlDevice_t h, unsigned long long* total,
+                               unsigned long long* used) {
   const device_t* d;
   nvmlReturn_t r;
   const slice_t* sl = mig_slice(h, &d, &r);
@@ -144,7 +146,8 @@ static nvmlReturn_t card_call(const char* sym, nvmlDevice_t h, const device_t** 
   return device_call(sym, h, d, &rel);
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int* current, unsigned int* pending) {
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int* current,
+                                         unsigned int* pending) {
   const device_t* d;
   enter("nvmlDeviceGetMigMode");
   nvmlReturn_t r = card_call("nvmlDeviceGetMigMode", h, &d);
