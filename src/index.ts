@@ -27,10 +27,11 @@ export type {
   Concurrency,
   EnergyRecord,
   Method,
+  PartitionRecord,
 } from "./rules/energy.js";
 export { Energy } from "./rules/energy.js";
 export type { Node, NodeCard, ResolvedNode } from "./rules/node.js";
 export { resolveNode } from "./rules/node.js";
 export type { GiulErrorCode, GiulErrorOptions, NativeErrorCode } from "./vocabulary/errors.js";
 export { GiulError, isGiulError } from "./vocabulary/errors.js";
-export type { BackendName, ContendingProcess, ProcessInfo } from "./vocabulary/measurement.js";
+export type { BackendName, ContendingProcess, Partition, ProcessInfo } from "./vocabulary/measurement.js";
