@@ -42,7 +42,8 @@ describe.runIf(ready)("a close whose settling throws", () => {
     });
     // Another window holds the card throughout: the faulty one must let go of it once, not twice.
     const other = await Meter.forNode(node).open();
-    const users = (): number => (other as unknown as { track: { users: number } }).track.users;
+    const users = (): number =>
+      (other as unknown as { cards: { track: { users: number } }[] }).cards[0]?.track.users ?? -1;
     expect(users()).toBe(1);
     try {
       const m = await Meter.forNode(node, { joulesPer1kHint: 1000 }).open();

@@ -4,28 +4,18 @@ import {
   windowCloseChannel,
   windowOpenChannel,
 } from "../diagnostics.js";
-import type { CardLedger, LedgerEvent, LedgerWindow } from "../ledger/ledger.js";
-import type { Concurrency, Energy } from "../rules/energy.js";
+import { chargeCards } from "../rules/cards.js";
+import type { Energy } from "../rules/energy.js";
 import { type Node, nodesOfCards, type ResolvedNode, resolveNodeOnce } from "../rules/node.js";
-import { cardOf, forcedBackend, knownForcedFailure, type Selection } from "../select/index.js";
-import type { Track } from "../track/track.js";
+import { forcedBackend, knownForcedFailure } from "../select/index.js";
 import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 import { describeValue } from "../vocabulary/validate.js";
-import { abandoned, Leftovers } from "./abandoned.js";
-import { CardSet } from "./card-set.js";
-import { CloseCountdown, CloseWait } from "./close.js";
-import { type EdgeTimes, WindowEvents } from "./events.js";
-import { hasStage, measureClosed, type Outcome, type StageMark, withMark } from "./measure.js";
+import { CardWindow } from "./card-window.js";
+import { CloseCountdown } from "./close.js";
+import type { EdgeTimes } from "./events.js";
+import { hasStage, type StageMark, withMark } from "./measure.js";
 import { WindowMessages } from "./messages.js";
-import {
-  failedOpening,
-  type OpenedWindow,
-  type Opening,
-  openOnLedger,
-  openTrackLater,
-  openTrackNow,
-} from "./open-track.js";
 import {
   checkOptions,
   checkStageName,
@@ -41,10 +31,8 @@ import {
   resolveMeterOptions,
   TOKEN_OPTIONS,
 } from "./options.js";
-import { chargeOutcome } from "./record.js";
 import { measureRun } from "./run.js";
 import { asyncDispose, runSyncHook } from "./sync.js";
-import { type Witness, witnessFor } from "./witness.js";
 
 export type { EdgeTimes } from "./events.js";
 export type { MarkOptions, MeasureOptions, MeterOptions, ResultOptions } from "./options.js";
@@ -72,28 +60,14 @@ type State = "new" | "opening" | "open" | "closing" | "closed";
 export class Meter {
   readonly node: ResolvedNode;
   private readonly o: ResolvedMeterOptions;
-  private readonly forced: BackendName | null;
   private currentWeight: number;
   private state: State = "new";
-  /** Its view of the card's other tenants, where the node names a serving process. */
-  private witness: Witness | null = null;
-  private selection: Selection | null = null;
-  private track: Track | null = null;
-  private ledger: CardLedger | null = null;
-  private entries: LedgerWindow | null = null;
-  /** What this window releases if it is collected unclosed (./abandoned.ts). */
-  private leftovers: Leftovers | null = null;
-  /** Its own events' instants and weights (on the ledger while open, kept once measured). */
-  private readonly events = new WindowEvents();
+  /** The window's part on each card of its node, in the node's order (one for a one-card node). */
+  private readonly cards: readonly CardWindow[];
+  /** Its stages, named in order (each card's part keeps where they fell on its card). */
   private marks: StageMark[] = [];
-  private notReady: string | null = null;
-  private syncFailure: string | null = null;
   private closing: Promise<void> | null = null;
-  /** What close() measured, its stages in the order of its marks. */
-  private outcome: Outcome | null = null;
   private readonly messages = new WindowMessages();
-  /** A node of several cards: the window's part on each card (./card-set.ts), else null. */
-  private readonly set: CardSet | null = null;
 
   static {
     // A window whose record is still owed at the end of the tick it closed in: result() publishes it.
@@ -108,21 +82,18 @@ export class Meter {
     });
   }
 
-  private constructor(
-    node: ResolvedNode,
-    options: ResolvedMeterOptions,
-    forced: BackendName | null,
-    /** One card's part of a window over several cards: it publishes nothing, it is never estimated. */
-    private readonly isPart = false,
-  ) {
+  private constructor(node: ResolvedNode, options: ResolvedMeterOptions, forced: BackendName | null) {
     this.node = node;
     this.o = options;
     this.currentWeight = options.weight;
-    this.forced = forced;
-    if (node.cards.length > 1) {
-      const partOptions = { ...options, sync: null, hint: null };
-      this.set = new CardSet(nodesOfCards(node).map((n) => new Meter(n, partOptions, forced, true)));
-    }
+    const part = {
+      forced,
+      periodMs: options.periodMs,
+      weight: options.weight,
+      watchContention: options.watchContention,
+      attribution: options.attribution,
+    };
+    this.cards = nodesOfCards(node).map((n) => new CardWindow(n, part));
   }
 
   /** A window on `node`'s card. Validates the node and options at once (throws GiulError). */
@@ -137,14 +108,12 @@ export class Meter {
     return new Meter(resolved, resolveMeterOptions(checked), forced);
   }
 
-  /** The backend metering this window (known once open() has resolved). */
+  /** The backend metering this window (known once open() has resolved): "mixed" where its cards differ. */
   get backend(): BackendName | null {
-    return this.set !== null ? this.set.backend : (this.selection?.backend ?? null);
-  }
-
-  /** @internal Whether it is open (opened, not closing). */
-  partOpen(): boolean {
-    return this.state === "open";
+    const first = (this.cards[0] as CardWindow).backend;
+    if (first === null) return null;
+    for (const c of this.cards) if (c.backend !== first) return "mixed";
+    return first;
   }
 
   /** The window's weight: as opened, or as last set (see {@link MeterOptions.weight}). */
@@ -158,8 +127,12 @@ export class Meter {
    * `weights` lists the window's weight from each instant on (its opening edge first).
    */
   edgeTimes(): EdgeTimes {
-    if (this.set !== null) return this.set.edgeTimes();
-    return this.events.edgeTimes(this.marks, this.state === "closing" || this.state === "closed");
+    const closed = this.state === "closing" || this.state === "closed";
+    const first = (this.cards[0] as CardWindow).edgeTimes(closed);
+    if (this.cards.length === 1) return first;
+    // Every part's edges are within microseconds of its first card's.
+    const cards = this.cards.map((c) => ({ index: c.card().index, ...c.edgeTimes(closed) }));
+    return { ...first, cards };
   }
 
   /**
@@ -168,91 +141,69 @@ export class Meter {
    * the card's sake.
    */
   open(): Promise<this> {
-    let later: Promise<unknown> | null;
+    if (this.state !== "new")
+      return Promise.reject(new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`));
+    this.state = "opening";
+    let later: Promise<void> | null;
     try {
-      later = this.set !== null ? this.openSet(this.set) : this.openPart();
+      later = this.openCards();
     } catch (error) {
+      this.state = "new";
       return Promise.reject(error);
     }
-    return later === null ? Promise.resolve(this) : (later as Promise<this>);
+    if (later === null) return Promise.resolve(this.opened());
+    return later.then(
+      () => this.opened(),
+      (error: unknown) => {
+        this.state = "new";
+        throw error;
+      },
+    );
   }
 
-  /** @internal open() of one card's window: null where it opened at once (no promise), else the wait. */
-  openPart(): Promise<this> | null {
-    this.beginOpen();
-    let opened: Opening | null;
-    try {
-      opened = openTrackNow(this.node, this.forced, this.o.periodMs);
-    } catch (error) {
-      opened = failedOpening(error);
+  /**
+   * Opens every card's part: null where all opened at once (no promise of its own per card), else
+   * the wait. Where one refuses (a configuration error), closes the others and rejects with it.
+   */
+  private openCards(): Promise<void> | null {
+    if (this.cards.length === 1) return (this.cards[0] as CardWindow).open();
+    let waits: Promise<unknown>[] | null = null;
+    let refused: { error: unknown } | null = null;
+    for (const c of this.cards) {
+      let wait: Promise<void> | null;
+      try {
+        wait = c.open();
+      } catch (error) {
+        refused ??= { error };
+        continue;
+      }
+      if (wait === null) continue;
+      waits ??= [];
+      waits.push(
+        wait.catch((error: unknown) => {
+          refused ??= { error };
+        }),
+      );
     }
-    if (opened === null) return this.openLater();
-    this.opened(opened);
-    return null;
-  }
-
-  /** open() of a window over several cards: its part on each (null where all opened at once). */
-  private openSet(set: CardSet): Promise<this> | null {
-    this.beginOpen();
-    const opened = (): this => {
-      this.state = "open";
-      if (windowOpenChannel.hasSubscribers)
-        this.messages.opened(this, this.backend ?? "none", this.edgeNs(false));
-      return this;
-    };
-    const later = set.open();
-    if (later === null) {
-      opened();
-      return null;
-    }
-    return later.then(opened, (error: unknown) => {
-      this.state = "new";
-      throw error;
+    if (waits === null && refused === null) return null;
+    return Promise.all(waits ?? []).then(async () => {
+      if (refused === null) return;
+      const opened = this.cards.filter((c) => c.isOpen);
+      if (opened.length > 0) {
+        const closing = new CloseCountdown(opened.length);
+        for (const c of opened) closeCard(c, closing);
+        await closing.promise.catch(() => undefined);
+      }
+      throw refused.error;
     });
   }
 
-  /** The window starts opening: only once (a part closed after its window was refused stays so). */
-  private beginOpen(): void {
-    if (this.state !== "new")
-      throw new GiulError("WINDOW_STATE", `open(): the window is already ${this.state}`);
-    this.state = "opening";
-  }
-
-  /** open() where the card is still to be probed or its sampler to start. */
-  private async openLater(): Promise<this> {
-    let opened: Opening;
-    try {
-      opened = await openTrackLater(this.node, this.forced, this.o.periodMs);
-    } catch (error) {
-      opened = failedOpening(error);
-    }
-    this.opened(opened);
-    return this;
-  }
-
-  /** The rest of open(), its track in hand: the opening edge (a configuration error: back to new). */
-  private opened(opening: Opening): void {
-    let opened: OpenedWindow;
-    try {
-      opened = openOnLedger(this.node, opening, this.o.weight);
-    } catch (error) {
-      this.state = "new";
-      throw error;
-    }
-    this.selection = opening.selection;
-    this.notReady = opening.notReady;
-    const { track, ledger, entries } = opened;
-    this.track = track;
-    this.ledger = ledger;
-    this.entries = entries;
-    this.events.opened(entries);
-    this.witness = witnessFor(this.node, this.selection, this.events.ns(0), this.o.watchContention, ledger);
-    const heldWatch = this.witness?.held() ?? null;
-    this.leftovers = new Leftovers(track, heldWatch, ledger, entries);
-    abandoned.add(this, this.leftovers);
+  /** Every card's part is open: so is the window. */
+  private opened(): this {
     this.state = "open";
-    if (windowOpenChannel.hasSubscribers && !this.isPart)
+    if (windowOpenChannel.hasSubscribers)
       this.messages.opened(this, this.backend ?? "none", this.edgeNs(false));
+    return this;
   }
 
   /**
@@ -271,26 +222,8 @@ export class Meter {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
-    if (this.set === null) this.markPart(name, tokens);
-    else {
-      this.set.mark(name, tokens);
-      this.marks = withMark(this.marks, { name, index: -1, tokens, maxConcurrency: 0 });
-    }
-  }
-
-  /** @internal mark() of one card's window, its arguments checked. */
-  markPart(name: string, tokens: number | null): void {
-    const ledger = this.ledger as CardLedger;
-    const entries = this.entries as LedgerWindow;
-    const start = entries.events[this.stageStart()] as LedgerEvent;
-    ledger.mark(entries);
-    this.marks = withMark(this.marks, {
-      name,
-      index: entries.events.length - 1,
-      tokens,
-      // Only now is it exact (the newest event); the mean comes from the events at the close.
-      maxConcurrency: ledger.maxCountSince(start) | 0,
-    });
+    for (const c of this.cards) c.mark(name, tokens);
+    this.marks = withMark(this.marks, { name, index: -1, tokens, maxConcurrency: 0 });
   }
 
   /**
@@ -304,8 +237,7 @@ export class Meter {
     const w = checkWeight("weight", weight);
     if (w === this.currentWeight) return;
     this.currentWeight = w;
-    if (this.set !== null) this.set.setWeight(w);
-    else (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, w);
+    for (const c of this.cards) c.setWeight(w);
   }
 
   /**
@@ -320,124 +252,46 @@ export class Meter {
       return Promise.reject(new GiulError("WINDOW_STATE", `close(): the window is ${this.state}, not open`));
     }
     this.state = "closing";
-    this.closing = this.finish();
+    const sync = this.o.sync;
+    this.closing = sync ? this.finishAfterSync(sync) : this.finishNow(null);
     return this.closing;
   }
 
-  /** The window is closing: nothing is left for a collection to release (./abandoned.ts). */
-  private forgetLeftovers(): void {
-    if (this.leftovers === null) return;
-    abandoned.remove(this.leftovers);
-    this.leftovers = null;
-  }
-
-  private stageStart(): number {
-    return this.marks.length === 0 ? 0 : (this.marks[this.marks.length - 1] as StageMark).index;
-  }
-
-  private finish(): Promise<void> {
-    const sync = this.o.sync;
-    if (sync) return this.finishAfterSync(sync);
-    try {
-      return this.finishNow();
-    } catch (error) {
-      // As an async function would: a failure of giul's own rejects, it never throws from close().
-      return Promise.reject(error);
-    }
-  }
-
   private async finishAfterSync(sync: () => unknown): Promise<void> {
-    this.syncFailure = await runSyncHook(sync, this.o.syncTimeoutMs);
-    return this.finishNow();
+    return this.finishNow(await runSyncHook(sync, this.o.syncTimeoutMs));
   }
 
   /**
-   * close() from its closing edge on: the edge taken now, the outcome once the edges have settled.
-   * Not an async function: a crowd of closing windows would each keep a suspended frame of it
-   * alive, where the waiter keeps a few words.
+   * close() from its closing edges on (`failure`: why none can be measured, or null): the edges
+   * taken now, the outcome once they have settled. Not an async function: a crowd of closing
+   * windows would each keep a suspended frame of it alive, where the countdown keeps a few words.
    */
-  private finishNow(ofParts: CloseCountdown | null = null): Promise<void> {
-    if (this.set !== null) return this.finishSet(this.set);
-    const countdown = ofParts ?? new CloseCountdown(1);
-    this.forgetLeftovers();
-    const ledger = this.ledger as CardLedger;
-    const entries = this.entries as LedgerWindow;
-    const openEvent = entries.events[0] as LedgerEvent;
-    const closeEvent = ledger.closeWindow(entries);
-    if (windowCloseChannel.hasSubscribers && !this.isPart)
-      this.messages.closed(this, this.selection?.backend ?? "none", openEvent.edge.tNs, closeEvent.edge.tNs);
-    const concurrency = ledger.concurrency(openEvent, closeEvent);
-    const contention = this.witness?.check(openEvent.edge.tNs, closeEvent.edge.tNs) ?? null;
-    // One promise per closing window, resolved from the ledger's call of one waiter, not a chain
-    // of promises and closures kept alive by a crowd of closing windows.
-    const wait = new CloseWait(this, closeEvent, concurrency, contention, countdown);
-    try {
-      ledger.settleThen(wait);
-    } catch (error) {
-      wait.accounted({ error });
+  private finishNow(failure: string | null): Promise<void> {
+    const countdown = new CloseCountdown(this.cards.length);
+    for (const c of this.cards) {
+      if (failure !== null) c.failWith(failure);
+      closeCard(c, countdown);
     }
-    return countdown.promise;
-  }
-
-  /** close() of a window over several cards: every part closed, then its messages. */
-  private async finishSet(set: CardSet): Promise<void> {
-    await set.close(this.syncFailure);
-    this.state = "closed";
     if (windowCloseChannel.hasSubscribers)
-      this.messages.closed(this, set.backend ?? "none", this.edgeNs(false), this.edgeNs(true));
-    if (energyChannel.hasSubscribers) this.messages.owe(this);
+      this.messages.closed(this, this.backend ?? "none", this.edgeNs(false), this.edgeNs(true));
+    return countdown.promise.then(
+      () => this.closed(),
+      (error: unknown) => {
+        this.closed();
+        throw error;
+      },
+    );
   }
 
-  /** @internal close() of one card's part, open (its CardSet's): `countdown` is told once it is measured. */
-  closePart(countdown: CloseCountdown): void {
-    this.state = "closing";
-    this.closing = countdown.promise;
-    try {
-      this.finishNow(countdown);
-    } catch (error) {
-      countdown.done({ error });
-    }
-  }
-
-  /** @internal The card this window is on (a part of a window over several cards). */
-  card(): { readonly index: number | null; readonly uuid: string | null } {
-    return cardOf(this.selection, this.node);
-  }
-
-  /** @internal Nothing of this part can be measured: the window's sync hook failed, and why. */
-  failWith(reason: string): void {
-    this.syncFailure = reason;
-  }
-
-  /** @internal The outcome once its edges have settled (`thrown`: that failed); its CloseWait calls it. */
-  measured(closeEvent: LedgerEvent, concurrency: Concurrency, thrown: { error: unknown } | null): void {
-    const track = this.track as Track;
-    const entries = this.entries as LedgerWindow;
-    try {
-      const idleW = Number.isNaN(entries.idleW) ? this.node.idleW : entries.idleW;
-      const failure = this.syncFailure ?? this.witness?.gone ?? this.notReady;
-      const sources = {
-        track,
-        ledger: this.ledger as CardLedger,
-        entries,
-        idleW,
-        attribution: this.o.attribution,
-        failure,
-      };
-      this.outcome = measureClosed(sources, this.marks, closeEvent, concurrency, thrown);
-    } finally {
-      track.release();
-      this.events.measured();
-      this.entries = null;
-      this.state = "closed";
-    }
+  private closed(): void {
+    this.state = "closed";
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
-    if (energyChannel.hasSubscribers && !this.isPart) this.messages.owe(this);
+    if (energyChannel.hasSubscribers) this.messages.owe(this);
   }
 
   /** What the window cost. Call after close(). Cheap: the rules are applied to what close() read. */
   result(options?: ResultOptions): Energy {
-    if (this.state !== "closed" || (this.outcome === null && this.set === null)) {
+    if (this.state !== "closed" || !this.cards.every((c) => c.measuredYet)) {
       throw new GiulError("WINDOW_STATE", `result(): the window is ${this.state}; await close() first`);
     }
     const tokens = checkTokens(
@@ -445,9 +299,10 @@ export class Meter {
       checkOptions<ResultOptions>("options", options, TOKEN_OPTIONS).tokens,
     );
     const energy =
-      this.set === null
-        ? this.charged(tokens)
-        : this.set.result(
+      this.cards.length === 1
+        ? (this.cards[0] as CardWindow).charged(tokens, this.o.hint, false)
+        : chargeCards(
+            this.cards.map((c) => ({ ...c.card(), energy: c.charged(null, null, true) })),
             this.marks,
             { joulesPer1kHint: this.o.hint, attribution: this.o.attribution },
             tokens,
@@ -460,26 +315,9 @@ export class Meter {
     );
   }
 
-  /** @internal The rules applied to what close() measured (a part's: never estimated on its own). */
-  charged(tokens: number | null): Energy {
-    const facts = {
-      backend: this.selection?.backend ?? "none",
-      idleW: this.node.idleW,
-      joulesPer1kHint: this.o.hint,
-      contendedBy: this.witness?.contendedBy ?? null,
-      contentionUnchecked: this.witness?.unchecked ?? null,
-      shared: this.witness !== null,
-      attribution: this.o.attribution,
-      part: this.isPart,
-      partition: this.witness?.partition ?? null,
-    };
-    return chargeOutcome(this.outcome as Outcome, facts, tokens);
-  }
-
-  /** CLOCK_MONOTONIC ns of the window's opening (or, `last`, its newest) edge. */
+  /** CLOCK_MONOTONIC ns of the window's opening (or, `last`, its newest) edge: its first card's. */
   private edgeNs(last: boolean): bigint {
-    if (this.set !== null) return this.set.edgeNs(last);
-    return this.events.ns(last ? this.events.count() - 1 : 0);
+    return (this.cards[0] as CardWindow).edgeNs(last);
   }
 
   /** Opens a window, runs fn, closes it (also when fn throws, then rethrows): fn's value, what it cost. */
@@ -493,5 +331,14 @@ export class Meter {
   /** `await using m = await Meter.forNode(node).open()` closes the window at the end of the block. */
   async [asyncDispose](): Promise<void> {
     if (this.state === "open" || this.state === "closing") await this.close();
+  }
+}
+
+/** A card's part closes; `countdown` is told once it is measured, or at once if closing threw. */
+function closeCard(c: CardWindow, countdown: CloseCountdown): void {
+  try {
+    c.close(countdown);
+  } catch (error) {
+    countdown.done({ error });
   }
 }
