@@ -6,7 +6,7 @@
  * marks, weights and promises for the window.
  */
 import type { CardLedger, LedgerEvent, LedgerWindow } from "../ledger/ledger.js";
-import type { Attribution, Concurrency, Energy } from "../rules/energy.js";
+import type { Concurrency, Energy } from "../rules/energy.js";
 import type { ResolvedNode } from "../rules/node.js";
 import { cardOf, type Selection } from "../select/index.js";
 import type { Track } from "../track/track.js";
@@ -23,17 +23,9 @@ import {
   openTrackLater,
   openTrackNow,
 } from "./open-track.js";
+import type { ResolvedMeterOptions } from "./options.js";
 import { chargeOutcome } from "./record.js";
 import { type Witness, witnessFor } from "./witness.js";
-
-/** What a card's part needs of its window: its options, fixed when the window was made. */
-export interface PartOptions {
-  readonly forced: BackendName | null;
-  readonly periodMs: number;
-  readonly weight: number;
-  readonly watchContention: boolean;
-  readonly attribution: Attribution;
-}
 
 export class CardWindow {
   private selection: Selection | null = null;
@@ -58,7 +50,9 @@ export class CardWindow {
   constructor(
     /** The card's node (the window's own for a one-card node). */
     readonly node: ResolvedNode,
-    private readonly o: PartOptions,
+    /** The window's options (its weight as opened), and GIUL_BACKEND's forced backend. */
+    private readonly o: ResolvedMeterOptions,
+    private readonly forced: BackendName | null,
   ) {}
 
   /** The backend metering this card (known once it has opened). */
@@ -70,7 +64,7 @@ export class CardWindow {
   open(): Promise<void> | null {
     let opened: Opening | null;
     try {
-      opened = openTrackNow(this.node, this.o.forced, this.o.periodMs);
+      opened = openTrackNow(this.node, this.forced, this.o.periodMs);
     } catch (error) {
       opened = failedOpening(error);
     }
@@ -83,7 +77,7 @@ export class CardWindow {
   private async openLater(): Promise<void> {
     let opened: Opening;
     try {
-      opened = await openTrackLater(this.node, this.o.forced, this.o.periodMs);
+      opened = await openTrackLater(this.node, this.forced, this.o.periodMs);
     } catch (error) {
       opened = failedOpening(error);
     }

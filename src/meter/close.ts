@@ -31,7 +31,11 @@ export class CloseCountdown {
   private readonly reject: (error: unknown) => void;
   private failure: { error: unknown } | null = null;
 
-  constructor(private left: number) {
+  constructor(
+    private left: number,
+    /** Told once every card window is measured, before the promise settles (the Meter). */
+    private readonly owner: { closed(): void } | null = null,
+  ) {
     this.promise = new Promise<void>(captureResolvers);
     this.resolve = resolved;
     this.reject = rejected;
@@ -44,6 +48,7 @@ export class CloseCountdown {
     if (thrown !== null && this.failure === null) this.failure = thrown;
     this.left -= 1;
     if (this.left > 0) return;
+    this.owner?.closed();
     if (this.failure === null) this.resolve();
     else this.reject(this.failure.error);
   }

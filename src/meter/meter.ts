@@ -64,7 +64,7 @@ export class Meter {
   private state: State = "new";
   /** The window's part on each card of its node, in the node's order (one for a one-card node). */
   private readonly cards: readonly CardWindow[];
-  /** Its stages, named in order (each card's part keeps where they fell on its card). */
+  /** Over several cards: its stages, named in order (each card's part keeps where they fell on its card). */
   private marks: StageMark[] = [];
   private closing: Promise<void> | null = null;
   private readonly messages = new WindowMessages();
@@ -86,14 +86,10 @@ export class Meter {
     this.node = node;
     this.o = options;
     this.currentWeight = options.weight;
-    const part = {
-      forced,
-      periodMs: options.periodMs,
-      weight: options.weight,
-      watchContention: options.watchContention,
-      attribution: options.attribution,
-    };
-    this.cards = nodesOfCards(node).map((n) => new CardWindow(n, part));
+    this.cards =
+      node.cards.length === 1
+        ? [new CardWindow(node, options, forced)]
+        : nodesOfCards(node).map((n) => new CardWindow(n, options, forced));
   }
 
   /** A window on `node`'s card. Validates the node and options at once (throws GiulError). */
@@ -218,12 +214,14 @@ export class Meter {
       );
     }
     checkStageName(name);
-    if (hasStage(this.marks, name)) {
+    if (hasStage(this.cards.length === 1 ? (this.cards[0] as CardWindow).marks : this.marks, name)) {
       throw optionError("name", `stage ${describeValue(name)} was already marked in this window`);
     }
     const tokens = checkTokens("tokens", checkOptions<MarkOptions>("options", options, TOKEN_OPTIONS).tokens);
     for (const c of this.cards) c.mark(name, tokens);
-    this.marks = withMark(this.marks, { name, index: -1, tokens, maxConcurrency: 0 });
+    // The stages' names for the sum of several cards (one card's own marks are the window's).
+    if (this.cards.length > 1)
+      this.marks = withMark(this.marks, { name, index: -1, tokens, maxConcurrency: 0 });
   }
 
   /**
@@ -267,23 +265,18 @@ export class Meter {
    * windows would each keep a suspended frame of it alive, where the countdown keeps a few words.
    */
   private finishNow(failure: string | null): Promise<void> {
-    const countdown = new CloseCountdown(this.cards.length);
+    const countdown = new CloseCountdown(this.cards.length, this);
     for (const c of this.cards) {
       if (failure !== null) c.failWith(failure);
       closeCard(c, countdown);
     }
     if (windowCloseChannel.hasSubscribers)
       this.messages.closed(this, this.backend ?? "none", this.edgeNs(false), this.edgeNs(true));
-    return countdown.promise.then(
-      () => this.closed(),
-      (error: unknown) => {
-        this.closed();
-        throw error;
-      },
-    );
+    return countdown.promise;
   }
 
-  private closed(): void {
+  /** @internal Every card's part is measured (its CloseCountdown tells it, before close() settles). */
+  closed(): void {
     this.state = "closed";
     // Published by the first result() before this tick is over (it knows the tokens), else right after.
     if (energyChannel.hasSubscribers) this.messages.owe(this);
