@@ -43,7 +43,13 @@ function both(
       if (${simulated}) req(${JSON.stringify(join(ROOT, "dist", "testing.cjs"))}).simulateCard({ gpuIndex: 0, watts: 300 });
       const idles = ${JSON.stringify(idles)};
       const nodes = idles.map((idleW, i) => ({ name: "gpu0-" + i, idleW }));
-      for (const [i, g] of [esm, cjs].entries()) await (await g.Meter.forNode(nodes[i]).open()).close(); // probed, sampling
+      // Probed and sampling, with some readings behind it (a sampler's first readings cannot yet
+      // tell whether the sensor holds its values: windows over them are not sampled).
+      for (const [i, g] of [esm, cjs].entries()) {
+        const w = await g.Meter.forNode(nodes[i]).open();
+        await new Promise((r) => setTimeout(r, 300));
+        await w.close();
+      }
       const ms = [];
       for (const [i, g] of [esm, cjs].entries()) ms.push(await g.Meter.forNode(nodes[i]).open());
       await new Promise((r) => setTimeout(r, 600));
