@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStub } from "./fakes/openai-stub.mjs";
 import { ADDON, built, FAKE_NVML, ROOT } from "./fakes/paths.js";
 import { chat, raw } from "./fakes/raw-client.js";
-import { Scenario } from "./fakes/scenario.js";
+import { Scenario, sliceUuid } from "./fakes/scenario.js";
 
 // The giul-proxy binary as installed (dist/cli/proxy.js): bad flags exit 2 naming the flag (the
 // node file's fields named as Node's are), loopback by default and a warning on 0.0.0.0, the
@@ -35,8 +35,8 @@ interface Run {
   readonly exit: Promise<{ code: number | null; out: string; err: string }>;
 }
 
-function start(args: string[]): Run {
-  const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...sc.env() } });
+function start(args: string[], scenario: Scenario = sc): Run {
+  const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...scenario.env() } });
   let out = "";
   let err = "";
   let found: (url: string | null) => void = () => {};
@@ -174,5 +174,55 @@ describe.runIf(ready)("giul-proxy CLI", () => {
     expect(exit.err).toMatch(/the proxy listens on every interface \(0\.0\.0\.0\)/);
     expect(exit.err).toMatch(/metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/);
     expect(exit.code, exit.err).toBe(0);
+  });
+});
+
+describe.runIf(ready)("giul-proxy --gpu MIG-…", () => {
+  // A server on a MIG slice, end to end on the NVML double: the card draws a constant 300 W; a
+  // request alone in flight is charged the card above idle over its window (its share, weighted 3
+  // of 7, is all of it when nothing else is open), and its record says which slice of which card.
+  it("charges each answer its slice's share of the card, and the record names the slice", async () => {
+    const card = "GPU-00000000-0000-0000-0000-000000000000";
+    const slice = sliceUuid(0, 2, 0);
+    const mig = new Scenario({
+      devices: [
+        {
+          uuid: card,
+          power: 300,
+          mig: 1,
+          utilSupported: false,
+          slices: [{ gi: 2, ci: 0, slices: 3, profile: "3g.40gb" }],
+        },
+      ],
+    });
+    try {
+      const log = join(dir, "mig.ndjson");
+      const run = start(
+        ["--upstream", stub.url, "--gpu", slice, "--idle-w", "60", "--listen", ":0", "--log", log],
+        mig,
+      );
+      const url = await run.url;
+      expect(url).not.toBeNull();
+      const res = await raw(url as string, "/v1/chat/completions", {
+        body: chat({ max_tokens: 8, stub: { ttft_ms: 300 } }),
+      });
+      expect(res.headers["x-energy-method"]).toBe("sampled");
+      run.proc.kill("SIGTERM");
+      expect((await run.exit).code).toBe(0);
+      const record = JSON.parse(readFileSync(log, "utf8").trim().split("\n")[0] as string);
+      expect(record.partition).toEqual({
+        kind: "mig",
+        profile: "3g.40gb",
+        slice_uuid: slice,
+        card_uuid: card,
+        slices: 3,
+        card_slices: 7,
+      });
+      expect(record.reason).toContain(`MIG slice ${slice} (3g.40gb) has no power sensor of its own`);
+      const exact = (300 - 60) * record.seconds;
+      expect(Math.abs(record.joules - exact)).toBeLessThanOrEqual(record.uncertainty_joules);
+    } finally {
+      mig.remove();
+    }
   });
 });

@@ -1,8 +1,7 @@
 /**
  * What the power readings of a ring say about the power between them, under one of three readings
- * of the sensor (SensorModel), for judging the energy counter's steps (SensorJudge: a stall, a
- * jump, the sensor's gain) and, for a fresh sensor only, bounding energy inside them
- * (./closed-step.ts).
+ * of the sensor (SensorModel): for judging the counter's steps (SensorJudge: a stall, a jump, the
+ * gain) and, for a fresh sensor only, bounding energy inside them (./closed-step.ts).
  *
  * - CONTINUOUS: each reading is the power at its read; between two reads the power lies between
  *   the two readings (what comes and goes between reads, ./closed-step.ts's hull answers for).

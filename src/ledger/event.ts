@@ -137,11 +137,7 @@ export class LedgerWindow {
   idleW = Number.NaN;
   /** What its record says of how the card was shared (another floor, sharing not host-wide), or null. */
   caveat: string | null = null;
-  constructor(
-    weight: number,
-    /** What its weights are multiplied by on the card (a MIG slice's share of it; else 1). */
-    readonly scale = 1,
-  ) {
+  constructor(weight: number) {
     this.weight = weight;
   }
 

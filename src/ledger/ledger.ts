@@ -13,7 +13,6 @@
  * and a window of weight w is charged w × (V at its end − V at its start), piecewise where its
  * weight changed. Every event is O(1) (O(log n) for the concurrency maximum), whatever the number of
  * windows open; the shares of the windows add up to the card's energy above idle over their union.
- *
  * The bound is apportioned like the energy (see ./share.ts).
  *
  * The events are those of the card's event log (./card-log.ts): every window on the card appends
@@ -39,10 +38,7 @@ const MAX_PENDING_BEFORE_COMPACT = 4096;
 /** How often an environment with windows open reads the log and looks for dead processes (ms). */
 const CATCH_UP_MS = 100;
 
-/**
- * What waits for a close to be accounted (CardLedger.settleThen): the event, and what to call once
- * every event up to it is accounted.
- */
+/** What waits for a close to be accounted (CardLedger.settleThen): its event, what to call then. */
 export interface Accounted {
   readonly event: LedgerEvent;
   /** With what accounting threw, if it did (a fault of giul's own). */
@@ -116,12 +112,10 @@ export class CardLedger {
     return this.resolvedTail?.card ?? 0;
   }
 
-  /** Windows open on the card now. */
   /** The pids of the processes with windows on the card's log (this one, where the log is its own). */
-  giulPids(): readonly number[] {
-    return this.log.pids?.() ?? [process.pid];
-  }
+  readonly giulPids = (): readonly number[] => this.log.pids?.() ?? [process.pid];
 
+  /** Windows open on the card now. */
   get open(): number {
     return this.count;
   }
@@ -130,15 +124,13 @@ export class CardLedger {
    * A window opens with `weight`: the opening edge is taken now. Throws GiulError naming idleW when
    * a window of this environment with a different idle floor is open on the same card; a window
    * elsewhere (another process, environment or copy of giul) with another floor keeps the card's,
-   * with a warning, and the window says which floor it was charged (LedgerWindow.idleW). `scale`
-   * multiplies its weight now and at every setWeight (a MIG slice's share of the card).
+   * with a warning, and the window says which floor it was charged (LedgerWindow.idleW).
    */
-  openWindow(userWeight: number, idleW: number, scale = 1): LedgerWindow {
+  openWindow(weight: number, idleW: number): LedgerWindow {
     if (this.localOpen > 0 && this.idleW !== null && this.idleW !== idleW)
       throw idleConflict(idleW, this.idleW);
     this.log.reap?.();
-    const weight = userWeight * scale;
-    const w = new LedgerWindow(weight, scale);
+    const w = new LedgerWindow(weight);
     const event = this.append(w, weight, 1, weight, idleW, KIND.OPEN);
     w.idleW = Number.isNaN(event.idle) ? idleW : event.idle;
     if (w.idleW !== idleW) w.caveat = idleElsewhere(this.key, idleW, w.idleW);
@@ -155,9 +147,8 @@ export class CardLedger {
     return this.append(w, 0, 0, w.weight, Number.NaN, KIND.MARK);
   }
 
-  /** The window's weight changes from now on (times its scale). */
-  setWeight(w: LedgerWindow, userWeight: number): LedgerEvent {
-    const weight = userWeight * w.scale;
+  /** The window's weight changes from now on. */
+  setWeight(w: LedgerWindow, weight: number): LedgerEvent {
     const delta = weight - w.weight;
     w.weight = weight;
     return this.append(w, delta, 0, weight, Number.NaN, KIND.WEIGHT);

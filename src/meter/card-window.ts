@@ -9,6 +9,7 @@ import type { CardLedger, LedgerEvent, LedgerWindow } from "../ledger/ledger.js"
 import type { Concurrency, Energy } from "../rules/energy.js";
 import type { ResolvedNode } from "../rules/node.js";
 import { cardOf, type Selection } from "../select/index.js";
+import { partitionOfNode, sliceShare } from "../select/mig.js";
 import type { Track } from "../track/track.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 import { abandoned, Leftovers } from "./abandoned.js";
@@ -46,6 +47,8 @@ export class CardWindow {
   private outcome: Outcome | null = null;
   /** Opened on its card's ledger, and not yet closing. */
   isOpen = false;
+  /** What its weights are multiplied by on the card: a MIG slice's share of it, else 1. */
+  private share = 1;
 
   constructor(
     /** The card's node (the window's own for a one-card node). */
@@ -86,7 +89,9 @@ export class CardWindow {
 
   /** The rest of open(), its track in hand: the opening edge (a configuration error throws). */
   private opened(opening: Opening): void {
-    const opened: OpenedWindow = openOnLedger(this.node, opening, this.o.weight);
+    // A window on a MIG slice weighs its slice's share of the card (../select/mig.ts).
+    this.share = sliceShare(partitionOfNode(this.node));
+    const opened: OpenedWindow = openOnLedger(this.node, opening, this.o.weight * this.share);
     this.selection = opening.selection;
     this.notReady = opening.notReady;
     const { track, ledger, entries } = opened;
@@ -116,7 +121,7 @@ export class CardWindow {
   }
 
   setWeight(weight: number): void {
-    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, weight);
+    (this.ledger as CardLedger).setWeight(this.entries as LedgerWindow, weight * this.share);
   }
 
   private stageStart(): number {

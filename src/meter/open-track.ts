@@ -9,7 +9,6 @@
 import { type CardLedger, type LedgerWindow, ledgerFor } from "../ledger/ledger.js";
 import type { ResolvedNode } from "../rules/node.js";
 import { type Selection, select, selectNow } from "../select/index.js";
-import { partitionOfNode, sliceShare } from "../select/mig.js";
 import { NullTrack, type Track } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
 import { GiulError } from "../vocabulary/errors.js";
@@ -65,9 +64,7 @@ export function openOnLedger(node: ResolvedNode, opening: Opening, weight: numbe
     const refused = configurationError(node, selection);
     if (refused !== null) throw refused;
     const ledger = ledgerFor(track, selection?.cardKey ?? null, selection?.noKeyReason ?? null);
-    // A window on a MIG slice weighs its slice's share of the card (./select/mig.ts).
-    const share = sliceShare(partitionOfNode(node));
-    return { track, ledger, entries: ledger.openWindow(weight, node.idleW, share) };
+    return { track, ledger, entries: ledger.openWindow(weight, node.idleW) };
   } catch (error) {
     track.release();
     throw error;
