@@ -104,18 +104,28 @@ export interface SliceTenancy {
  */
 export function sliceTenancy(giulPids: readonly number[]): SliceTenancy {
   const pids = new Set(giulPids);
+  // Each pid is looked up once per window, however many snapshots list it (a synchronous read).
+  const seen = new Map<number, boolean | null>();
+  const lookUp = (p: ProcessInfo): boolean | null => {
+    let comm: string;
+    try {
+      comm = readFileSync(`/proc/${p.pid}/comm`, "utf8").trim();
+    } catch {
+      return null;
+    }
+    const name = basename(p.name ?? "");
+    if (comm === "" || !(name.startsWith(comm) || comm.startsWith(name.slice(0, 15)))) return null;
+    return pids.has(p.pid);
+  };
   return {
     unmatched: [],
     giul(p: ProcessInfo): boolean | null {
-      let comm: string;
-      try {
-        comm = readFileSync(`/proc/${p.pid}/comm`, "utf8").trim();
-      } catch {
-        return null;
+      let mine = seen.get(p.pid);
+      if (mine === undefined) {
+        mine = lookUp(p);
+        seen.set(p.pid, mine);
       }
-      const name = basename(p.name ?? "");
-      if (comm === "" || !(name.startsWith(comm) || comm.startsWith(name.slice(0, 15)))) return null;
-      return pids.has(p.pid);
+      return mine;
     },
   };
 }

@@ -33,9 +33,7 @@ export function witnessFor(
   const slice = partitionOfNode(node);
   if (node.servingMatch === null && slice === null) return null;
   const backend = selection?.backend ?? "none";
-  const w = new Witness(node, selection?.reader ?? null, backend, openNs, watching, slice);
-  w.giulPids = () => ledger.giulPids();
-  return w;
+  return new Witness(node, selection?.reader ?? null, backend, openNs, watching, slice, ledger.giulPids);
 }
 
 /** How long the close waits for a MIG listing (ms): past it, the slice is taken as present. */
@@ -48,8 +46,6 @@ export class Witness {
   unchecked: string | null = null;
   /** The slice the window was on was gone at its close: why it cannot be measured, or null. */
   gone: string | null = null;
-  /** The pids of the card's giul processes (a MIG slice's windows tell them from tenants). */
-  giulPids: (() => readonly number[]) | null = null;
   /** The card's process watcher (shared by every window on it), or null where none can be read. */
   readonly watcher: ProcessWatcher | null = null;
   private readonly atOpen: Promise<ProcessRead> | null = null;
@@ -62,6 +58,8 @@ export class Witness {
     private readonly watching: boolean,
     /** The MIG slice the window is on, or null for a whole card. */
     readonly partition: Partition | null = null,
+    /** The pids of the card's giul processes (a MIG slice's windows tell them from tenants). */
+    private readonly giulPids: (() => readonly number[]) | null = null,
   ) {
     if (reader === null) {
       this.unchecked = `contention could not be checked: the ${backend} backend cannot read the card's processes`;
