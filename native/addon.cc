@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "card_reads.h"
 #include "card_log_reference.h"
 #include "device_reader.h"
 #include "js_values.h"
@@ -19,7 +20,6 @@
 #include "sampler_registry.h"
 
 namespace giul {
-namespace {
 
 unsigned int DeviceIndexArg(const Napi::CallbackInfo& info, const char* method) {
   if (info.Length() < 1 || !info[0].IsNumber()) {
@@ -33,7 +33,6 @@ unsigned int DeviceIndexArg(const Napi::CallbackInfo& info, const char* method) 
   return static_cast<unsigned int>(index);
 }
 
-/// The `{ keepAlive }` option at `at` (default true: the pending call keeps the event loop alive).
 bool KeepAliveArg(const Napi::CallbackInfo& info, size_t at, const char* method) {
   if (info.Length() <= at || info[at].IsUndefined() || info[at].IsNull()) {
     return true;
@@ -51,6 +50,8 @@ bool KeepAliveArg(const Napi::CallbackInfo& info, size_t at, const char* method)
   }
   return keep_alive.As<Napi::Boolean>().Value();
 }
+
+namespace {
 
 /// Runs `then` with the library, or returns the failure of loading it (tried again by each call
 /// while it fails: a driver loaded since is then found).
@@ -83,6 +84,9 @@ GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&GiulAddon::DeviceInfo>("deviceInfo", napi_enumerable),
                   InstanceMethod<&GiulAddon::ComputeProcesses>("computeProcesses", napi_enumerable),
                   InstanceMethod<&GiulAddon::MigDevices>("migDevices", napi_enumerable),
+                  InstanceMethod<&GiulAddon::AmdInit>("amdInit", napi_enumerable),
+                  InstanceMethod<&GiulAddon::AmdDeviceInfo>("amdDeviceInfo", napi_enumerable),
+                  InstanceMethod<&GiulAddon::AmdProcesses>("amdProcesses", napi_enumerable),
                   InstanceMethod<&GiulAddon::OpenSampler>("openSampler", napi_enumerable),
                   InstanceMethod<&GiulAddon::OpenCardLog>("openCardLog", napi_enumerable),
                   InstanceMethod<&GiulAddon::SamplerThreads>("samplerThreads", napi_enumerable),
@@ -159,6 +163,16 @@ Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(env, "openSampler(index, periodMs): periodMs must be a number");
   }
   int period_ms = Sampler::ClampPeriodMs(info[1].As<Napi::Number>().DoubleValue());
+  if (info.Length() > 2 && !info[2].IsUndefined()) {
+    if (!info[2].IsString() || (info[2].As<Napi::String>().Utf8Value() != "amd" &&
+                                info[2].As<Napi::String>().Utf8Value() != "nvidia")) {
+      throw Napi::TypeError::New(
+          env, "openSampler(index, periodMs, vendor): vendor must be \"nvidia\" or \"amd\"");
+    }
+    if (info[2].As<Napi::String>().Utf8Value() == "amd") {
+      return OpenAmdSampler(env, index, period_ms);
+    }
+  }
 
   // No NVML call here: only the outcome of a finished nvmlInit() is used.
   std::optional<NvmlLibrary::Outcome> outcome = NvmlLibrary::Loaded();
@@ -177,11 +191,16 @@ Napi::Value GiulAddon::OpenSampler(const Napi::CallbackInfo& info) {
                        std::to_string(library->info().device_count) + " device(s)")
         .ToObject(env);
   }
-  auto acquired = SamplerRegistry::Instance().Acquire(library, index, period_ms);
+  auto acquired = SamplerRegistry::Instance().Acquire(
+      CardVendor::kNvidia, index, [&] { return MakeNvmlReads(library, index); }, period_ms);
   if (const auto* failure = std::get_if<Failure>(&acquired)) {
     return failure->ToObject(env);
   }
-  auto& reference = std::get<SamplerRegistry::Reference>(acquired);
+  return WrapSampler(env, std::get<SamplerRegistry::Reference>(acquired), index);
+}
+
+Napi::Value GiulAddon::WrapSampler(Napi::Env env, SamplerRegistry::Reference& reference,
+                                   unsigned int index) {
   SamplerReference::Init init{nullptr, reference.sampler->ring(), reference.sampler->epoch_ns(),
                               index};
   init.lease = std::make_shared<SamplerLease>(reference);

@@ -7,8 +7,8 @@
 
 namespace giul {
 
-Failure::Failure(Code code, std::optional<int> nvml_return, std::string reason)
-    : code_(code), nvml_return_(nvml_return), reason_(std::move(reason)) {}
+Failure::Failure(Code code, std::optional<int> nvml_return, std::string reason, Vendor vendor)
+    : code_(code), nvml_return_(nvml_return), reason_(std::move(reason)), vendor_(vendor) {}
 
 Failure Failure::FromNvml(int nvml_return, const std::string& what) {
   std::string reason = what + " returned " + NvmlLibrary::DescribeReturn(nvml_return);
@@ -25,38 +25,43 @@ Failure Failure::FromNvml(int nvml_return, const std::string& what) {
   return {code, nvml_return, std::move(reason)};
 }
 
-const char* Failure::CodeName(Code code) {
+std::string Failure::CodeName(Code code, Vendor vendor) {
+  const std::string prefix = vendor == Vendor::kAmd ? "AMDSMI_" : "NVML_";
   switch (code) {
     case Code::kLibraryNotFound:
-      return "NVML_LIBRARY_NOT_FOUND";
+      return prefix + "LIBRARY_NOT_FOUND";
     case Code::kSymbolNotFound:
-      return "NVML_SYMBOL_NOT_FOUND";
+      return prefix + "SYMBOL_NOT_FOUND";
     case Code::kDriverNotLoaded:
-      return "NVML_DRIVER_NOT_LOADED";
+      return prefix + "DRIVER_NOT_LOADED";
     case Code::kInitFailed:
-      return "NVML_INIT_FAILED";
+      return prefix + "INIT_FAILED";
     case Code::kDeviceNotFound:
-      return "NVML_DEVICE_NOT_FOUND";
+      return prefix + "DEVICE_NOT_FOUND";
     case Code::kGpuLost:
-      return "NVML_GPU_LOST";
+      return prefix + "GPU_LOST";
     case Code::kNotSupported:
-      return "NVML_NOT_SUPPORTED";
+      return prefix + "NOT_SUPPORTED";
     case Code::kCallFailed:
-      return "NVML_CALL_FAILED";
+      return prefix + "CALL_FAILED";
     case Code::kSamplerFailed:
       return "SAMPLER_FAILED";
+    case Code::kVersionRefused:
+      return prefix + "VERSION_REFUSED";
   }
-  return "NVML_CALL_FAILED";
+  return prefix + "CALL_FAILED";
 }
 
 Napi::Object Failure::ToObject(Napi::Env env) const {
   Napi::Object out = Napi::Object::New(env);
   out.Set("ok", Napi::Boolean::New(env, false));
-  out.Set("code", Napi::String::New(env, CodeName(code_)));
+  out.Set("code", Napi::String::New(env, CodeName(code_, vendor_)));
+  out.Set("nvmlReturn", env.Null());
+  const char* field = vendor_ == Vendor::kAmd ? "amdsmiStatus" : "nvmlReturn";
   if (nvml_return_) {
-    out.Set("nvmlReturn", Napi::Number::New(env, *nvml_return_));
+    out.Set(field, Napi::Number::New(env, *nvml_return_));
   } else {
-    out.Set("nvmlReturn", env.Null());
+    out.Set(field, env.Null());
   }
   out.Set("reason", Napi::String::New(env, reason_));
   return out;

@@ -41,6 +41,15 @@ Napi::Value FromInfo(Napi::Env env, const NvmlLibrary::Info& info) {
   return out;
 }
 
+Napi::Value FromAmdInfo(Napi::Env env, const AmdSmiLibrary::Info& info) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("ok", true);
+  out.Set("library", info.library);
+  out.Set("version", info.version);
+  out.Set("deviceCount", Napi::Number::New(env, info.device_count));
+  return out;
+}
+
 Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info) {
   Napi::Object out = Napi::Object::New(env);
   out.Set("ok", true);
@@ -124,6 +133,7 @@ Napi::Object Layout(Napi::Env env) {
   set("hCounter", RingLayout::kCounter);
   set("hPowerSource", RingLayout::kPowerSource);
   set("hCounterStepNs", RingLayout::kCounterStepNs);
+  set("hPowerQuantumMw", RingLayout::kPowerQuantumMw);
   set("sT", RingLayout::kT);
   set("sEnergyMj", RingLayout::kEnergyMj);
   set("sPowerMw", RingLayout::kPowerMw);

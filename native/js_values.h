@@ -3,6 +3,7 @@
 
 #include <napi.h>
 
+#include "amdsmi_library.h"
 #include "device_reader.h"
 #include "mig_reader.h"
 #include "nvml_library.h"
@@ -11,6 +12,8 @@ namespace giul::js {
 
 /// NvmlInfo.
 Napi::Value FromInfo(Napi::Env env, const NvmlLibrary::Info& info);
+/// AmdInfo.
+Napi::Value FromAmdInfo(Napi::Env env, const AmdSmiLibrary::Info& info);
 /// DeviceInfo.
 Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info);
 /// ProcessList.

@@ -26,6 +26,8 @@ struct RingLayout {
   static constexpr size_t kCounter = 6;
   static constexpr size_t kPowerSource = 7;
   static constexpr size_t kCounterStepNs = 8;
+  /// The power readings' resolution (mW): 1 for NVML, 1000 for AMD SMI's whole watts.
+  static constexpr size_t kPowerQuantumMw = 9;
 
   // Sample slots.
   static constexpr size_t kT = 0;

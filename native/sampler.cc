@@ -23,20 +23,22 @@ std::chrono::nanoseconds Dither(uint64_t tick, std::chrono::nanoseconds period) 
       static_cast<int64_t>(fraction * static_cast<double>(period.count())));
 }
 
-void NameThisThread(unsigned int index) {
-  std::string name = "giul-gpu" + std::to_string(index);
+void NameThisThread(CardVendor vendor, unsigned int index) {
+  std::string name = (vendor == CardVendor::kAmd ? "giul-amd" : "giul-gpu") + std::to_string(index);
   name.resize(std::min<size_t>(name.size(), 15));  // the kernel keeps 15 bytes
   pthread_setname_np(pthread_self(), name.c_str());
 }
 
 }  // namespace
 
-Sampler::Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library)
-    : index_(index),
-      library_(std::move(library)),
+Sampler::Sampler(CardVendor vendor, unsigned int index, std::unique_ptr<CardReads> reads)
+    : vendor_(vendor),
+      index_(index),
+      reads_(std::move(reads)),
       ring_(std::make_shared<Ring>()),
       epoch_ns_(MonotonicNs()) {
   ring_->header(RingLayout::kPeriodNs) = kDefaultPeriodMs * 1e6;
+  ring_->header(RingLayout::kPowerQuantumMw) = reads_->PowerQuantumMw();
 }
 
 Sampler::~Sampler() {
@@ -169,7 +171,7 @@ void Sampler::RingDoorbells(bool counter_changed) {
 }
 
 void Sampler::Run() {
-  NameThisThread(index_);
+  NameThisThread(vendor_, index_);
   auto scheduled = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC
   started_ = scheduled;  // the thread's own, as last_tick_: read only by it (PeriodLocked)
   while (!stop_.load(std::memory_order_acquire)) {

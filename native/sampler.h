@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "card_reads.h"
 #include "doorbell.h"
-#include "nvml_library.h"
 #include "ring.h"
 
 namespace giul {
@@ -34,7 +34,8 @@ class Sampler {
   static constexpr int kLearningPeriodMs = 2;
   static constexpr int kLearningMs = 250;
 
-  Sampler(unsigned int index, std::shared_ptr<const NvmlLibrary> library);
+  /// `vendor` names the thread ("giul-gpu0", "giul-amd0") and keys it in the registry.
+  Sampler(CardVendor vendor, unsigned int index, std::unique_ptr<CardReads> reads);
   ~Sampler();
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
@@ -64,6 +65,7 @@ class Sampler {
   void SetPeriod(uint64_t id, int period_ms);
 
   unsigned int index() const { return index_; }
+  CardVendor vendor() const { return vendor_; }
   int64_t epoch_ns() const { return epoch_ns_; }
   const std::shared_ptr<Ring>& ring() const { return ring_; }
 
@@ -100,13 +102,10 @@ class Sampler {
   bool Stopping() const { return stop_.load(std::memory_order_acquire); }
   /// Gets the device handle (again after the GPU was lost); true when the thread has one.
   bool OpenDevice(TickReads& reads);
-  /// Reads the energy counter (mJ), learning whether the card has one.
+  /// Reads the energy counter, learning whether the card has one.
   void ReadCounter(TickReads& reads);
-  /// Reads power: field 186 where the card has it, else nvmlDeviceGetPowerUsage.
+  /// Reads power from the best source the card has (see CardReads::ReadPower).
   void ReadPower(TickReads& reads);
-  /// True when field 186 settled this tick's power (read, or failed on a card that has it).
-  bool ReadInstantPower(TickReads& reads);
-  void ReadPowerUsage(TickReads& reads);
   /// Flags a counter that went backwards or jumped, and learns its update step.
   void TrackCounter(TickReads& reads, int64_t t);
   /// Adds the power reading to the running integral (trapezoids).
@@ -117,8 +116,9 @@ class Sampler {
   void Publish(const TickReads& reads, int64_t t, bool failed);
   std::chrono::nanoseconds PeriodLocked() const;
 
+  const CardVendor vendor_;
   const unsigned int index_;
-  const std::shared_ptr<const NvmlLibrary> library_;
+  const std::unique_ptr<CardReads> reads_;
   const std::shared_ptr<Ring> ring_;
   const int64_t epoch_ns_;
 
@@ -142,11 +142,7 @@ class Sampler {
   std::chrono::steady_clock::time_point last_tick_;
   /// When the thread began (the learning ticks' start).
   std::chrono::steady_clock::time_point started_;
-  nvml::Device device_ = nullptr;
-  bool have_device_ = false;
   Support energy_ = Support::kUnknown;
-  Support instant_ = Support::kUnknown;
-  Support usage_ = Support::kUnknown;
   bool any_read_ok_ = false;
   bool failed_ = false;  // read by the thread only
   uint64_t head_ = 0;

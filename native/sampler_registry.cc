@@ -35,14 +35,16 @@ SamplerRegistry& SamplerRegistry::Instance() {
   return *instance;
 }
 
-Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
-    std::shared_ptr<const NvmlLibrary> library, unsigned int index, int period_ms) {
+Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(CardVendor vendor, unsigned int index,
+                                                            const ReadsFactory& make_reads,
+                                                            int period_ms) {
+  const Key key{vendor, index};
   std::lock_guard<std::mutex> lock(mutex_);
   ReapLocked();
   if (shut_down_) {
     return Failure(Failure::Code::kSamplerFailed, std::nullopt, "the process is exiting");
   }
-  auto it = active_.find(index);
+  auto it = active_.find(key);
   if (it != active_.end()) {
     return Reference{it->second, it->second->AddReference(period_ms)};
   }
@@ -51,7 +53,7 @@ Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
   const int64_t now = MonotonicNs();
   for (const auto& stopping : stopping_) {
     int64_t stuck_ns = stopping->InCallForNs(now);
-    if (stopping->index() == index && !stopping->finished() &&
+    if (stopping->index() == index && stopping->vendor() == vendor && !stopping->finished() &&
         stuck_ns > std::chrono::nanoseconds(kStuckAfter).count()) {
       return Failure(Failure::Code::kSamplerFailed, std::nullopt,
                      "the sampling thread of GPU " + std::to_string(index) +
@@ -61,10 +63,10 @@ Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
     }
   }
   try {
-    auto sampler = std::make_shared<Sampler>(index, std::move(library));
+    auto sampler = std::make_shared<Sampler>(vendor, index, make_reads());
     uint64_t id = sampler->AddReference(period_ms);
     sampler->Start();
-    active_.emplace(index, sampler);
+    active_.emplace(key, sampler);
     return Reference{std::move(sampler), id};
   } catch (const std::system_error& error) {
     return Failure(Failure::Code::kSamplerFailed, std::nullopt,
@@ -78,7 +80,7 @@ Result<SamplerRegistry::Reference> SamplerRegistry::Acquire(
 void SamplerRegistry::Release(const Reference& reference) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (reference.sampler->RemoveReference(reference.id) == 0) {
-    auto it = active_.find(reference.sampler->index());
+    auto it = active_.find(Key{reference.sampler->vendor(), reference.sampler->index()});
     if (it != active_.end() && it->second == reference.sampler) {
       active_.erase(it);
       reference.sampler->RequestStop();
@@ -103,7 +105,7 @@ int SamplerRegistry::AliveThreads() {
   std::lock_guard<std::mutex> lock(mutex_);
   ReapLocked();
   int alive = 0;
-  for (const auto& [index, sampler] : active_) {
+  for (const auto& [key, sampler] : active_) {
     alive += sampler->finished() ? 0 : 1;
   }
   for (const auto& sampler : stopping_) {
@@ -117,7 +119,7 @@ void SamplerRegistry::ShutdownAtExit() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shut_down_ = true;
-    for (auto& [index, sampler] : active_) {
+    for (auto& [key, sampler] : active_) {
       all.push_back(sampler);
     }
     active_.clear();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,8 +32,10 @@ class SamplerRegistry {
   SamplerRegistry(SamplerRegistry&&) = delete;
   SamplerRegistry& operator=(SamplerRegistry&&) = delete;
 
-  /// Takes a reference to the device's thread, starting one if none runs. Makes no NVML call.
-  Result<Reference> Acquire(std::shared_ptr<const NvmlLibrary> library, unsigned int index,
+  using ReadsFactory = std::function<std::unique_ptr<CardReads>()>;
+  /// Takes a reference to the device's thread (one per vendor and index), starting one with
+  /// `make_reads()` if none runs. Makes no call into the vendor's library.
+  Result<Reference> Acquire(CardVendor vendor, unsigned int index, const ReadsFactory& make_reads,
                             int period_ms);
   /// Drops a reference; the last one stops the thread (without waiting for it).
   void Release(const Reference& reference);
@@ -55,7 +58,8 @@ class SamplerRegistry {
 
   std::mutex mutex_;
   bool shut_down_ = false;
-  std::map<unsigned int, std::shared_ptr<Sampler>> active_;
+  using Key = std::pair<CardVendor, unsigned int>;
+  std::map<Key, std::shared_ptr<Sampler>> active_;
   std::vector<std::shared_ptr<Sampler>> stopping_;
   /// Threads left running at exit, stuck in a call; their samplers are never freed.
   std::vector<std::shared_ptr<Sampler>> abandoned_;

@@ -1,6 +1,7 @@
 // What one tick of a device's sampling thread does (Sampler::Tick): open the device, read the
-// energy counter and power, check the counter, integrate power, tally faults, publish the sample
-// into the ring. When ticks happen (the period, reads asked for, the doorbells) is sampler.cc's.
+// energy counter and power (through the vendor's CardReads), check the counter, integrate power,
+// tally faults, publish the sample into the ring. When ticks happen (the period, reads asked for,
+// the doorbells) is sampler.cc's.
 #include <cmath>
 #include <limits>
 
@@ -16,10 +17,10 @@ constexpr double kMaxMjPerNs = 5000.0 * 1000.0 / 1e9;
 
 }  // namespace
 
-/// What one tick read, and the first thing that went wrong while reading it.
+/// What one tick read, and the first thing that went wrong while reading it (the vendor's code).
 struct Sampler::TickReads {
   uint32_t flags = 0;
-  nvml::Return error = nvml::kSuccess;
+  int error = 0;
   // The whole tick's reads, stamped when the counter could not be read.
   int64_t started = 0;
   int64_t finished = 0;
@@ -37,21 +38,9 @@ struct Sampler::TickReads {
   int64_t power_read_ns = 0;
 
   /// Keeps the first failure of the tick.
-  void NoteError(nvml::Return r) {
-    if (error == nvml::kSuccess) {
+  void NoteError(int r) {
+    if (error == 0) {
       error = r;
-    }
-  }
-  /// A read that did not answer: a fault of the sample where the card answered it before, the
-  /// quantity ruled out where the card says it has none, else an error of the tick.
-  void NoteFailedRead(nvml::Return r, Support& support) {
-    if (support == Support::kYes) {
-      flags |= SampleFlag::kReadFailed;
-      NoteError(r);
-    } else if (r == nvml::kNotSupported) {
-      support = Support::kNo;
-    } else {
-      NoteError(r);
     }
   }
   /// The instant the tick's values belong to: the counter's own call when it answered.
@@ -81,10 +70,10 @@ bool Sampler::Tick() {
       ReadPower(reads);
     }
   }
-  if (reads.error == nvml::kGpuIsLost || reads.error == nvml::kResetRequired) {
+  if (reads_->Lost(reads.error)) {
     // A lost card's handle is not trusted again: the next tick asks for the device anew, and
     // the card is read again once it answers (after a reset, say).
-    have_device_ = false;
+    reads_->Forget();
   }
   reads.finished = MonotonicNs();
   tick_started_ns_.store(0, std::memory_order_release);
@@ -98,95 +87,52 @@ bool Sampler::Tick() {
 }
 
 bool Sampler::OpenDevice(TickReads& reads) {
-  if (!have_device_) {
-    nvml::Return r = library_->get_handle(index_, &device_);
-    if (r == nvml::kSuccess) {
-      have_device_ = true;
-    } else {
-      reads.NoteError(r);
-      if (any_read_ok_) {
-        reads.flags |= SampleFlag::kReadFailed;  // the card answered before: this is a fault
-      }
+  const int r = reads_->Open();
+  if (r != 0) {
+    reads.NoteError(r);
+    if (any_read_ok_) {
+      reads.flags |= SampleFlag::kReadFailed;  // the card answered before: this is a fault
     }
   }
-  return have_device_;
+  return r == 0;
 }
 
 void Sampler::ReadCounter(TickReads& reads) {
-  const NvmlLibrary& lib = *library_;
-  if (energy_ == Support::kNo || lib.get_energy == nullptr) {
+  if (energy_ == Support::kNo || !reads_->HasCounter()) {
     return;
   }
   reads.energy_started = MonotonicNs();
-  nvml::Return r = lib.get_energy(device_, &reads.energy);
+  const int r = reads_->ReadCounter(&reads.energy);
   reads.energy_finished = MonotonicNs();
-  if (r == nvml::kSuccess) {
+  if (r == 0) {
     reads.energy_ok = true;
     energy_ = Support::kYes;
+  } else if (energy_ == Support::kYes) {
+    // A read that did not answer on a card that answered it before: a fault of the sample.
+    reads.flags |= SampleFlag::kReadFailed;
+    reads.NoteError(r);
+  } else if (reads_->Unsupported(r)) {
+    energy_ = Support::kNo;
   } else {
-    reads.NoteFailedRead(r, energy_);
+    reads.NoteError(r);
   }
 }
 
 void Sampler::ReadPower(TickReads& reads) {
-  const NvmlLibrary& lib = *library_;
-  // Field 186 (instantaneous) where the card has it; the averaged reading otherwise. A card known
-  // to have the field that fails it this tick records a failed read, not the average.
-  if (instant_ != Support::kNo && lib.get_field_values != nullptr && ReadInstantPower(reads)) {
+  const CardReads::Power power = reads_->ReadPower();
+  reads.power_read_t = power.t;
+  reads.power_read_ns = power.read_ns;
+  if (power.ok) {
+    reads.power_mw = power.mw;
+    reads.power_ok = true;
+    power_source_ = power.source;
     return;
   }
-  if (usage_ != Support::kNo && lib.get_power_usage != nullptr) {
-    ReadPowerUsage(reads);
-  }
-}
-
-bool Sampler::ReadInstantPower(TickReads& reads) {
-  nvml::FieldValue field{};
-  field.fieldId = nvml::kFieldPowerInstant;
-  field.scopeId = 0;
-  int64_t before = MonotonicNs();
-  nvml::Return r = library_->get_field_values(device_, 1, &field);
-  const int64_t after = MonotonicNs();
-  reads.power_read_t = before + (after - before) / 2;
-  reads.power_read_ns = after - before;
-  if (r == nvml::kSuccess) {
-    r = field.nvmlReturn;
-  }
-  double value = 0;
-  if (r == nvml::kSuccess && nvml::DecodeFieldValue(field, &value)) {
-    reads.power_mw = value;
-    reads.power_ok = true;
-    instant_ = Support::kYes;
-    power_source_ = 1;
-    return true;
-  }
-  if (instant_ == Support::kYes) {
+  if (power.fault) {
     reads.flags |= SampleFlag::kReadFailed;
-    reads.NoteError(r != nvml::kSuccess ? r : nvml::kNotSupported);
-    return true;
   }
-  if (r == nvml::kSuccess || r == nvml::kNotSupported || r == nvml::kInvalidArgument) {
-    instant_ = Support::kNo;  // an older driver that does not know field 186
-  } else {
-    reads.NoteError(r);
-  }
-  return false;
-}
-
-void Sampler::ReadPowerUsage(TickReads& reads) {
-  unsigned int power = 0;
-  int64_t before = MonotonicNs();
-  nvml::Return r = library_->get_power_usage(device_, &power);
-  const int64_t after = MonotonicNs();
-  reads.power_read_t = before + (after - before) / 2;
-  reads.power_read_ns = after - before;
-  if (r == nvml::kSuccess) {
-    reads.power_mw = power;
-    reads.power_ok = true;
-    usage_ = Support::kYes;
-    power_source_ = 2;
-  } else {
-    reads.NoteFailedRead(r, usage_);
+  if (power.error != 0) {
+    reads.NoteError(power.error);
   }
 }
 
@@ -204,7 +150,7 @@ void Sampler::TrackCounter(TickReads& reads, int64_t t) {
     if (change_seen_) {
       // The previous change happened after before_change_t_, this one by t: the true rate is at
       // least delta / (t - before_change_t_), so this never flags a slow staircase.
-      auto delta = static_cast<double>(energy - prev_energy_);
+      auto delta = static_cast<double>(energy - prev_energy_) * reads_->MjPerCount();
       if (delta > kMaxMjPerNs * static_cast<double>(t - before_change_t_)) {
         reads.flags |= SampleFlag::kCounterJump;
       }
@@ -246,10 +192,10 @@ bool Sampler::TallyFaults(const TickReads& reads) {
   if ((reads.flags & SampleFlag::kFaults) != 0) {
     faults_ += 1;
   }
-  if (reads.error != nvml::kSuccess) {
+  if (reads.error != 0) {
     last_error_ = reads.error;
   } else if (!any_read_ok_ && last_error_ == 0) {
-    last_error_ = nvml::kNotSupported;  // nothing this device offers can be read
+    last_error_ = reads_->NothingReadable();  // nothing this device offers can be read
   }
   bool failed = !any_read_ok_;
   if (failed != failed_) {
@@ -269,7 +215,8 @@ void Sampler::Publish(const TickReads& reads, int64_t t, bool failed) {
   ring_->BeginWrite();
   double* sample = ring_->sample(head_);
   sample[RingLayout::kT] = static_cast<double>(t);
-  sample[RingLayout::kEnergyMj] = reads.energy_ok ? static_cast<double>(reads.energy) : kNaN;
+  sample[RingLayout::kEnergyMj] =
+      reads.energy_ok ? static_cast<double>(reads.energy) * reads_->MjPerCount() : kNaN;
   sample[RingLayout::kPowerMw] = reads.power_mw;
   sample[RingLayout::kIntegralMj] = integral_mj_;
   sample[RingLayout::kFlags] = reads.flags;
@@ -288,6 +235,7 @@ void Sampler::Publish(const TickReads& reads, int64_t t, bool failed) {
   ring_->header(RingLayout::kCounter) = counter_header_;
   ring_->header(RingLayout::kPowerSource) = power_source_;
   ring_->header(RingLayout::kCounterStepNs) = static_cast<double>(min_step_ns_);
+  ring_->header(RingLayout::kPowerQuantumMw) = reads_->PowerQuantumMw();
   ring_->EndWrite();
 }
 
