@@ -31,15 +31,38 @@ export type NativeFailureCode =
   /** Any other NVML error. */
   | "NVML_CALL_FAILED"
   /** The sampler cannot be started (thread creation failed, or out of memory). */
-  | "SAMPLER_FAILED";
+  | "SAMPLER_FAILED"
+  /** AMD SMI's counterparts of the NVML_ codes, from amdInit, amdDeviceInfo, amdProcesses. */
+  | "AMDSMI_LIBRARY_NOT_FOUND"
+  | "AMDSMI_SYMBOL_NOT_FOUND"
+  | "AMDSMI_DRIVER_NOT_LOADED"
+  | "AMDSMI_INIT_FAILED"
+  | "AMDSMI_DEVICE_NOT_FOUND"
+  | "AMDSMI_NOT_SUPPORTED"
+  | "AMDSMI_CALL_FAILED"
+  /** libamd_smi is of a major version whose struct layouts giul does not read (before 26). */
+  | "AMDSMI_VERSION_REFUSED";
 
 export interface NativeFailure {
   readonly ok: false;
   readonly code: NativeFailureCode;
   /** The nvmlReturn_t value, when an NVML call produced the failure. */
   readonly nvmlReturn: number | null;
+  /** The amdsmi_status_t value, when an AMD SMI call produced the failure. */
+  readonly amdsmiStatus?: number | null;
   /** For a person: what failed and, where known, how to fix it. */
   readonly reason: string;
+}
+
+/** AMD SMI loaded and initialised for AMD GPUs. */
+export interface AmdInfo {
+  readonly ok: true;
+  /** What dlopen was given (GIUL_AMDSMI_LIBRARY, or the candidate that loaded). */
+  readonly library: string;
+  /** "26.1.0", as amdsmi_get_lib_version reports it. */
+  readonly version: string;
+  /** AMD GPUs, numbered as `amd-smi list` numbers them. */
+  readonly deviceCount: number;
 }
 
 /** NVML loaded and initialised. */
@@ -169,6 +192,11 @@ export interface RingLayout {
    * Never below the true step, however late the thread ran; about one period above it.
    */
   readonly hCounterStepNs: number;
+  /**
+   * Header slot: the power readings' resolution in mW (1 for NVML; 1000 for AMD SMI, whose socket
+   * power is whole watts). Absent from an addon built before AMD support (then 1).
+   */
+  readonly hPowerQuantumMw?: number;
   /**
    * Sample slot: CLOCK_MONOTONIC ns minus epochNs, at the midpoint of the counter read when the
    * counter answered, else of the tick's reads (see sReadNs).
@@ -411,9 +439,23 @@ export interface GiulBinding {
   migDevices?(index: number, options?: NativeCallOptions): Promise<MigInfo | NativeFailure>;
   /**
    * Takes a reference to the sampling thread of a device, starting it if none runs. Makes no NVML
-   * call on the calling thread. Needs nvmlInit to have succeeded.
+   * call on the calling thread. Needs nvmlInit to have succeeded (vendor "amd": amdInit), and
+   * numbers cards as that vendor's library does.
    */
-  openSampler(index: number, periodMs: number): NativeSampler | NativeFailure;
+  openSampler(index: number, periodMs: number, vendor?: "nvidia" | "amd"): NativeSampler | NativeFailure;
+  /**
+   * Loads libamd_smi (GIUL_AMDSMI_LIBRARY, else libamd_smi.so.26) and initialises it for AMD GPUs,
+   * off the JS thread; as nvmlInit, a failed load is tried again by each call. Absent from an addon
+   * built before AMD support.
+   */
+  amdInit?(options?: NativeCallOptions): Promise<AmdInfo | NativeFailure>;
+  /**
+   * Reads one AMD card's state (deviceInfo's shape). Its `energyCounter` is true only once the
+   * counter has agreed with integrated power over 0.5 s, checked once per card per process.
+   */
+  amdDeviceInfo?(index: number, options?: NativeCallOptions): Promise<DeviceInfo | NativeFailure>;
+  /** Reads the processes on an AMD card (amdsmi_get_gpu_process_list). */
+  amdProcesses?(index: number, options?: NativeCallOptions): Promise<ProcessList | NativeFailure>;
   /** Sampler threads alive in this process (for tests and diagnostics). */
   samplerThreads(): number;
   /** clock_gettime(CLOCK_MONOTONIC) in ns, the clock of process.hrtime.bigint(). */

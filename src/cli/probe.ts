@@ -60,10 +60,12 @@ Options:
 
 Environment:
   GIUL_NVML_LIBRARY   load this file instead of libnvidia-ml.so.1
+  GIUL_AMDSMI_LIBRARY load this file instead of libamd_smi.so.26 (AMD cards)
   GIUL_NVIDIA_SMI     use this nvidia-smi instead of searching PATH
   GIUL_ADDON_PATH     load the addon from this file
   GIUL_DISABLE_ADDON  set to 1 to run without the addon
-  GIUL_BACKEND        force a backend (nvml_counter, nvml_sampler, smi_sampler, none),
+  GIUL_BACKEND        force a backend (nvml_counter, nvml_sampler, amdsmi_counter,
+                      amdsmi_sampler, smi_sampler, none),
                       for diagnosis; an unknown name is refused (exit 2)
   NODE_DEBUG=giul     print giul's decisions as they are made
 `;
@@ -72,6 +74,8 @@ Environment:
 export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
   nvml_counter: "reads the card's own energy counter at each window's edges (the most accurate)",
   nvml_sampler: "no energy counter: integrates NVML power readings taken on a native sampling thread",
+  amdsmi_counter: "reads the AMD card's own energy counter (AMD SMI) at each window's edges",
+  amdsmi_sampler: "AMD card without a usable counter: integrates AMD SMI socket power on a native thread",
   smi_sampler: "no NVML: integrates power read from a long-lived nvidia-smi (coarser)",
   remote_agent: "asks a giul-agent on the GPU's host over HTTP",
   simulated: "a simulated card (giul/testing): no hardware is measured",

@@ -112,6 +112,7 @@ export class CounterFusion {
     this.onDigest = onDigest;
     this.usePower = kind === "instant";
     this.power = new PowerReadings(ring.capacity);
+    this.power.quantumMw = ring.powerQuantumMw?.() ?? 1;
     this.memo = new SensorEnergyMemo(this.power);
     this.judge = new SensorJudge(this.power, (x, y, model, out) => this.memo.energy(x, y, model, out));
     this.fresh = new FreshCounter(this.memo);

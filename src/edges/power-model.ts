@@ -34,8 +34,6 @@ export const SENSOR_MODELS: readonly SensorModel[] = [CONTINUOUS, HOLD, HOLD_AVE
 
 /** How far back an averaged reading can reach under HOLD_AVERAGED (ns). */
 export const LAG_NS = 50e6;
-/** Each power reading is a whole number of mW. */
-const POWER_QUANTUM_MW = 1;
 
 /**
  * The power readings of a ring, one per sample index k, and their runs (consecutive identical
@@ -71,6 +69,8 @@ export class PowerReadings {
   shortestRunNs = Number.POSITIVE_INFINITY;
   /** Readings that differed from the one before, for diagnosis. */
   changes = 0;
+  /** The readings' resolution (mW; set by the ring's owner): 1 for NVML, 1000 for AMD's whole W. */
+  quantumMw = 1;
 
   constructor(capacity: number) {
     this.capacity = capacity;
@@ -176,8 +176,8 @@ export class PowerReadings {
     const b = this.mwOf(i + 1);
     if (!Number.isFinite(a) || !Number.isFinite(b)) return;
     if (model === CONTINUOUS) {
-      out.min = Math.max(0, Math.min(a, b) - POWER_QUANTUM_MW);
-      out.max = Math.max(a, b) + POWER_QUANTUM_MW;
+      out.min = Math.max(0, Math.min(a, b) - this.quantumMw);
+      out.max = Math.max(a, b) + this.quantumMw;
       return;
     }
     // The first reading whose instant is surely after at(i + 1): every run between holds values
@@ -205,8 +205,8 @@ export class PowerReadings {
       }
       r += 1;
     }
-    out.min = Math.max(0, lo - POWER_QUANTUM_MW);
-    out.max = hi + POWER_QUANTUM_MW;
+    out.min = Math.max(0, lo - this.quantumMw);
+    out.max = hi + this.quantumMw;
   }
 }
 

@@ -4,7 +4,7 @@
  * a reason. Selection (./index.ts) asks for one card; giul-probe's report (./host.ts) reads the
  * same things for every card.
  */
-import type { DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../../binding.js";
+import type { AmdInfo, DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../../binding.js";
 import { type BindingLoad, loadBinding } from "../sources/native/binding.js";
 import type { SmiProbe } from "../sources/smi/parse.js";
 import { findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
@@ -134,6 +134,56 @@ export async function nvmlState(deps: HostDeps, keepAlive = true): Promise<NvmlS
   };
 }
 
+/** AMD SMI as the addon loads it: its info, or why it is not there. Never throws. */
+export async function amdState(
+  deps: HostDeps,
+  keepAlive = true,
+): Promise<AmdInfo | { ok: false; reason: string }> {
+  const load = deps.load();
+  if (!load.ok) return { ok: false, reason: "the giul addon, through which AMD SMI is read, is not loaded" };
+  if (load.binding.amdInit === undefined) return { ok: false, reason: "the giul addon predates AMD SMI" };
+  try {
+    return await load.binding.amdInit({ keepAlive });
+  } catch (error) {
+    return { ok: false, reason: `amdInit threw: ${errorText(error)}` };
+  }
+}
+
+/** An AMD card's capabilities (no NVML card on this host: `gpuIndex` numbers AMD SMI's cards). */
+async function amdCapabilities(binding: GiulBinding, amd: AmdInfo, index: number, smi: SmiStatus) {
+  const none = { nvml: false, energyCounter: false, nvmlPower: false, smi: smi.path !== null };
+  if (!Number.isInteger(index) || index < 0 || index >= amd.deviceCount) {
+    const reason = `there is no GPU ${index} (AMD SMI reports ${amd.deviceCount} device(s))`;
+    return { ...none, info: null, reason, vendor: "amd" as const };
+  }
+  let read: DeviceInfo | NativeFailure;
+  try {
+    read = binding.amdDeviceInfo
+      ? await binding.amdDeviceInfo(index, { keepAlive: false })
+      : { ok: false, code: "AMDSMI_CALL_FAILED", nvmlReturn: null, reason: "no amdDeviceInfo" };
+  } catch (error) {
+    read = { ok: false, code: "AMDSMI_CALL_FAILED", nvmlReturn: null, reason: errorText(error) };
+  }
+  if (!read.ok) {
+    return {
+      ...none,
+      info: null,
+      reason: `AMD GPU ${index} cannot be read: ${read.reason}`,
+      vendor: "amd" as const,
+    };
+  }
+  return {
+    ...none,
+    amdsmi: true,
+    energyCounter: read.energyCounter,
+    amdPower: read.instantPower || read.powerUsage,
+    info: read,
+    reason: null,
+    driverVersion: null,
+    vendor: "amd" as const,
+  };
+}
+
 export function capabilitiesOf(info: DeviceInfo | NativeFailure | null, smi: SmiStatus): LocalCapabilities {
   const smiFound = smi.path !== null;
   if (info === null || !info.ok)
@@ -152,6 +202,11 @@ const cachedCapabilities = new Map<number, Promise<CardCapabilities>>();
 async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
   const smi = findNvidiaSmi(deps.env);
   const nvml = await nvmlState(deps, false);
+  if (nvml.binding !== null && (!nvml.status.available || nvml.status.deviceCount === 0)) {
+    // No NVIDIA card here: gpuIndex numbers AMD's cards, as `amd-smi list` does.
+    const amd = await amdState(deps, false);
+    if (amd.ok && amd.deviceCount > 0) return amdCapabilities(nvml.binding, amd, index, smi);
+  }
   let info: DeviceInfo | null = null;
   let reason: string | null = null;
   if (nvml.binding === null || !nvml.status.available) {

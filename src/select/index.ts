@@ -13,7 +13,8 @@ import { descriptorOf, firstServing, registryGeneration } from "./registry.js";
 
 /**
  * The one place that picks a backend for a node: the first in the registry (./registry.ts) that
- * can serve it — nvml_counter → nvml_sampler → smi_sampler for a local card, remote_agent for a
+ * can serve it — nvml_counter → nvml_sampler → amdsmi_counter → amdsmi_sampler → smi_sampler for
+ * a local card, remote_agent for a
  * node with an agent — else none. A card's support is probed once and cached (./capabilities.ts);
  * a card that could not be probed is probed again after a backoff, not on every request.
  */
@@ -138,7 +139,7 @@ export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName
   ) {
     throw new GiulError(
       "INVALID_OPTION",
-      `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, smi_sampler, none`,
+      `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, amdsmi_counter, amdsmi_sampler, smi_sampler, none`,
       { field: "GIUL_BACKEND" },
     );
   }

@@ -5,6 +5,7 @@
  * folder and one line here.
  */
 
+import { amdsmiCounterBackend, amdsmiSamplerBackend } from "../sources/native/amd.js";
 import { nvmlCounterBackend, nvmlSamplerBackend } from "../sources/native/descriptor.js";
 import { remoteAgentBackend } from "../sources/remote/descriptor.js";
 import { simulatedBackend } from "../sources/simulated/descriptor.js";
@@ -16,6 +17,8 @@ const REGISTRY: readonly BackendDescriptor[] = [
   simulatedBackend,
   nvmlCounterBackend,
   nvmlSamplerBackend,
+  amdsmiCounterBackend,
+  amdsmiSamplerBackend,
   smiSamplerBackend,
   remoteAgentBackend,
 ];

@@ -50,6 +50,10 @@ export interface LocalCapabilities {
   readonly nvmlPower: boolean;
   /** An nvidia-smi that reads this card's power was found. */
   readonly smi: boolean;
+  /** The card is an AMD card that AMD SMI reads (then `energyCounter` is its counter's). */
+  readonly amdsmi?: boolean;
+  /** AMD SMI reads this card's socket power. */
+  readonly amdPower?: boolean;
 }
 
 /** One local card, probed: what it offers, its state, and why NVML cannot read it. */
@@ -60,4 +64,6 @@ export interface CardCapabilities extends LocalCapabilities {
   readonly reason: string | null;
   /** The driver's version as NVML reported it when probed, or null (absent: not probed through NVML). */
   readonly driverVersion?: string | null;
+  /** Whose card it is: NVIDIA's (read through NVML) or AMD's (through AMD SMI). */
+  readonly vendor?: "nvidia" | "amd";
 }

@@ -64,6 +64,8 @@ export interface SampleRing {
    * never below the true step (about one period above it), however late the sampler ran.
    */
   counterStepNs(): number;
+  /** The power readings' resolution in mW (1 where absent: NVML's mW). */
+  powerQuantumMw?(): number;
   /** Why no sample can be expected (the source failed for good), or null. */
   failure(): string | null;
 }

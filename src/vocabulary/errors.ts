@@ -16,7 +16,15 @@ export type NativeErrorCode =
   | "NVML_GPU_LOST"
   | "NVML_NOT_SUPPORTED"
   | "NVML_CALL_FAILED"
-  | "SAMPLER_FAILED";
+  | "SAMPLER_FAILED"
+  | "AMDSMI_LIBRARY_NOT_FOUND"
+  | "AMDSMI_SYMBOL_NOT_FOUND"
+  | "AMDSMI_DRIVER_NOT_LOADED"
+  | "AMDSMI_INIT_FAILED"
+  | "AMDSMI_DEVICE_NOT_FOUND"
+  | "AMDSMI_NOT_SUPPORTED"
+  | "AMDSMI_CALL_FAILED"
+  | "AMDSMI_VERSION_REFUSED";
 
 /** Stable codes: match on `error.code`, never on the message. */
 export type GiulErrorCode =

@@ -8,6 +8,10 @@
 export type BackendName =
   | "nvml_counter"
   | "nvml_sampler"
+  /** An AMD card's energy counter (AMD SMI), read by the addon's sampling thread. */
+  | "amdsmi_counter"
+  /** The same thread's integral of AMD SMI socket power, where the counter is absent or refused. */
+  | "amdsmi_sampler"
   | "smi_sampler"
   | "remote_agent"
   /** A card declared by simulateCard() (giul/testing): no hardware is measured. */
@@ -29,6 +33,8 @@ export function isMethod(value: unknown): value is Method {
 export const BACKEND_NAMES: readonly BackendName[] = [
   "nvml_counter",
   "nvml_sampler",
+  "amdsmi_counter",
+  "amdsmi_sampler",
   "smi_sampler",
   "remote_agent",
   "simulated",

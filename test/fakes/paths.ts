@@ -12,6 +12,11 @@ export const DOUBLES_DIR = process.env.GIUL_TEST_DOUBLES_DIR ?? join(ROOT, "buil
 /** The libnvidia-ml.so.1 test double with the current ABI. */
 export const FAKE_NVML = join(DOUBLES_DIR, "current", "libnvidia-ml.so.1");
 /** The same double built as an old driver (unversioned symbols only, no counter). */
+/** The libamd_smi double (AMD SMI 26.x; test/fakes/amdsmi/fake_amdsmi.c). */
+export const FAKE_AMDSMI = join(DOUBLES_DIR, "amdsmi", "libamd_smi.so.26");
+/** The NVML double's slot, pointed at a file that is not there: a host without NVIDIA's driver. */
+export const NO_NVML = join(DOUBLES_DIR, "absent", "libnvidia-ml.so.1");
+
 export const FAKE_NVML_LEGACY = join(DOUBLES_DIR, "legacy", "libnvidia-ml.so.1");
 /** The folder holding the nvidia-smi stand-in, to put first on PATH. */
 export const FAKE_SMI_BIN = join(DOUBLES_DIR, "bin");
@@ -52,6 +57,8 @@ export const haveDoubles = (): boolean => built([FAKE_NVML], "the NVML test doub
 
 /** The addon and the NVML double are built: the native path can be tested (throws in CI otherwise). */
 export const nativeReady = (): boolean => built([FAKE_NVML, ADDON]);
+
+export const amdReady = (): boolean => built([FAKE_AMDSMI, ADDON], "the addon or the libamd_smi double");
 
 /** README.md and every page of docs/, in that order: where the examples are shown. */
 export function readmeAndDocs(): string {

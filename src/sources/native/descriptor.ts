@@ -45,6 +45,8 @@ export function describeNvmlError(code: number): string {
 
 /** A consistent view of the addon's ring (the seqlock protocol of binding.d.ts). */
 export class NativeRing implements SampleRing {
+  /** Names the vendor's error codes in failure() (NVML's unless told). */
+  describe: (code: number) => string = describeNvmlError;
   readonly epochNs: bigint;
   readonly capacity: number;
   private readonly f64: Float64Array;
@@ -116,20 +118,40 @@ export class NativeRing implements SampleRing {
     return this.f64[this.L.hCounterStepNs] ?? 0;
   }
 
+  powerQuantumMw(): number {
+    const slot = this.L.hPowerQuantumMw;
+    const q = slot === undefined ? 1 : (this.f64[slot] ?? 1);
+    return q > 0 ? q : 1;
+  }
+
   failure(): string | null {
     const state = this.f64[this.L.hState];
     if (state === 2) {
-      return `the sampling thread cannot read the card: ${describeNvmlError(this.f64[this.L.hLastError] ?? 0)}`;
+      return `the sampling thread cannot read the card: ${this.describe(this.f64[this.L.hLastError] ?? 0)}`;
     }
     if (state === 3) return "the sampling thread stopped";
     return null;
   }
 }
 
-class NvmlSource implements RingSource {
+/** A vendor as the addon's sampler knows it: its name, its averaged power's source, its codes. */
+export interface NativeVendor {
+  readonly name: "nvidia" | "amd";
+  readonly averagedPowerSource: string;
+  describeError(code: number): string;
+}
+
+const NVIDIA: NativeVendor = {
+  name: "nvidia",
+  averagedPowerSource: "nvmlDeviceGetPowerUsage",
+  describeError: describeNvmlError,
+};
+
+/** The addon's sampler of one card, of either vendor. */
+export class NativeSource implements RingSource {
   readonly column: "energy" | "integral";
   readonly averagedPower: boolean;
-  readonly averagedPowerSource = "nvmlDeviceGetPowerUsage";
+  readonly averagedPowerSource: string;
   private sampler: NativeSampler | null = null;
 
   constructor(
@@ -137,16 +159,23 @@ class NvmlSource implements RingSource {
     private readonly index: number,
     counter: boolean,
     averagedPower: boolean,
+    private readonly vendor: NativeVendor = NVIDIA,
   ) {
     this.column = counter ? "energy" : "integral";
     this.averagedPower = averagedPower;
+    this.averagedPowerSource = vendor.averagedPowerSource;
   }
 
   open(periodMs: number): Result<SampleRing> {
-    const sampler = this.binding.openSampler(this.index, periodMs);
+    const sampler =
+      this.vendor.name === "nvidia"
+        ? this.binding.openSampler(this.index, periodMs)
+        : this.binding.openSampler(this.index, periodMs, this.vendor.name);
     if (!sampler.ok) return fail(`cannot start the sampling thread: ${sampler.reason}`);
     this.sampler = sampler;
-    return ok(new NativeRing(sampler, this.binding.layout));
+    const ring = new NativeRing(sampler, this.binding.layout);
+    ring.describe = (code) => this.vendor.describeError(code);
+    return ok(ring);
   }
 
   setPeriod(periodMs: number): void {
@@ -174,7 +203,7 @@ class NvmlSource implements RingSource {
   }
 
   describeError(code: number): string {
-    return describeNvmlError(code);
+    return this.vendor.describeError(code);
   }
 }
 
@@ -185,7 +214,7 @@ export function nvmlTrack(
   options: { counter: boolean; instantPower: boolean },
 ): RingTrack {
   const backend: BackendName = options.counter ? "nvml_counter" : "nvml_sampler";
-  return new RingTrack(backend, new NvmlSource(binding, index, options.counter, !options.instantPower));
+  return new RingTrack(backend, new NativeSource(binding, index, options.counter, !options.instantPower));
 }
 
 /**
@@ -232,7 +261,7 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
   };
 }
 
-function infoOf(info: DeviceInfo): CardInfo {
+export function infoOf(info: DeviceInfo): CardInfo {
   return {
     name: info.name,
     memoryFreeMib: info.memoryFreeMib,

@@ -1,0 +1,125 @@
+import type { GiulBinding } from "../../../binding.js";
+import { RingTrack } from "../../ring/ring-track.js";
+import type { CardReader } from "../../track/card.js";
+import type { BackendDescriptor } from "../../track/descriptor.js";
+import {
+  type BackendName,
+  type CardInfo,
+  type CardState,
+  fail,
+  ok,
+  type ProcessRead,
+  type Result,
+} from "../../vocabulary/measurement.js";
+import { loadBinding } from "./binding.js";
+import { infoOf, NativeSource, type NativeVendor } from "./descriptor.js";
+
+/**
+ * AMD Instinct cards through the addon's AMD SMI backend: the same sampling thread and ring as
+ * NVML's (native/amd_reads.cc reads the card). `amdsmi_counter` uses the energy accumulator (2^-16 J
+ * a count), `amdsmi_sampler` the thread's integral of socket power (whole watts).
+ */
+
+const AMDSMI_STATUS: Readonly<Record<number, string>> = {
+  1: "invalid parameters",
+  2: "not supported",
+  3: "not yet implemented",
+  6: "libdrm error",
+  7: "API call failed",
+  8: "timeout",
+  10: "permission denied",
+  12: "I/O error",
+  30: "processor busy",
+  31: "processor not found",
+  32: "processor not initialised",
+  34: "driver not loaded",
+  40: "no data",
+};
+
+export function describeAmdError(code: number): string {
+  if (code === 0) return "no error recorded";
+  return `AMD SMI status ${code} (${AMDSMI_STATUS[code] ?? "see amdsmi.h"})`;
+}
+
+const AMD: NativeVendor = {
+  name: "amd",
+  averagedPowerSource: "AMD SMI's average_socket_power",
+  describeError: describeAmdError,
+};
+
+/** A track over the addon's sampler of one AMD card. */
+export function amdTrack(
+  binding: GiulBinding,
+  index: number,
+  options: { counter: boolean; instantPower: boolean },
+): RingTrack {
+  const backend: BackendName = options.counter ? "amdsmi_counter" : "amdsmi_sampler";
+  return new RingTrack(
+    backend,
+    new NativeSource(binding, index, options.counter, !options.instantPower, AMD),
+  );
+}
+
+/** Contention checks and probeNode through AMD SMI, off the JS thread (as nvmlCardReader). */
+export function amdCardReader(binding: GiulBinding, index: number): CardReader {
+  const readProcesses = async (): Promise<ProcessRead> => {
+    const tNs = process.hrtime.bigint();
+    try {
+      if (binding.amdProcesses === undefined) return { ok: false, tNs, reason: "the addon has no AMD SMI" };
+      const list = await binding.amdProcesses(index, { keepAlive: false });
+      if (!list.ok) return { ok: false, tNs, reason: list.reason };
+      return {
+        ok: true,
+        tNs,
+        processes: list.processes.map((p) => ({ pid: p.pid, name: p.name, usedMib: p.usedMib })),
+      };
+    } catch (error) {
+      return { ok: false, tNs, reason: `reading the process list failed: ${String(error)}` };
+    }
+  };
+  const readInfo = async (): Promise<Result<CardInfo>> => {
+    try {
+      if (binding.amdDeviceInfo === undefined) return fail("the addon has no AMD SMI");
+      const info = await binding.amdDeviceInfo(index, { keepAlive: false });
+      return info.ok ? ok(infoOf(info)) : fail(info.reason);
+    } catch (error) {
+      return fail(`reading the card failed: ${String(error)}`);
+    }
+  };
+  return {
+    readProcesses,
+    readInfo,
+    async readState(): Promise<Result<CardState>> {
+      const [info, procs] = await Promise.all([readInfo(), readProcesses()]);
+      if (!info.ok) return info;
+      if (!procs.ok) return fail(procs.reason);
+      return ok({ ...info.value, computeApps: procs.processes });
+    },
+  };
+}
+
+function amdBackend(counter: boolean): BackendDescriptor {
+  return {
+    name: counter ? "amdsmi_counter" : "amdsmi_sampler",
+    canServe: (card, caps) =>
+      card.isLocal &&
+      caps !== null &&
+      (caps.amdsmi ?? false) &&
+      (counter ? caps.energyCounter : (caps.amdPower ?? false)),
+    open(card, caps) {
+      const loaded = loadBinding();
+      if (!loaded.ok) return fail(loaded.reason);
+      const instantPower = caps?.info?.instantPower ?? false;
+      return ok({
+        track: amdTrack(loaded.binding, card.gpuIndex, { counter, instantPower }),
+        reader: amdCardReader(loaded.binding, card.gpuIndex),
+      });
+    },
+  };
+}
+
+/** `amdsmi_counter`: an AMD card's energy counter, once it has agreed with integrated power. */
+export const amdsmiCounterBackend: BackendDescriptor = amdBackend(true);
+
+/** `amdsmi_sampler`: the integral of AMD SMI socket power, on a card whose counter is absent or refused. */
+export const amdsmiSamplerBackend: BackendDescriptor = amdBackend(false);

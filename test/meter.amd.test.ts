@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { amdScenarioForThisProcess } from "./fakes/amd-scenario.js";
+import { amdReady } from "./fakes/paths.js";
+import { squareWave } from "./fakes/waves.js";
+
+// Meter end to end on an AMD-only host: the addon's sampling thread reading the libamd_smi double
+// (no NVML). Every figure is compared with the scenario's exact energy over the window's edges.
+
+const IDLE_W = 60;
+const sc = amdScenarioForThisProcess({
+  devices: [
+    {
+      name: "AMD Instinct MI300X",
+      power: squareWave(600),
+      powerLimitW: 750,
+      memUsedMib: 2048,
+      procs: [{ pid: 4242, usedMib: 2048, name: "vllm serve" }],
+    },
+  ],
+});
+
+const { Meter, probeNode } = await import("../src/index.js");
+
+afterAll(() => sc.remove());
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function truthAbove(from: bigint, to: bigint): number {
+  return sc.energyJ(0, from, to) - (IDLE_W * Number(to - from)) / 1e9;
+}
+
+describe.runIf(amdReady())("Meter on an AMD card (amdsmi_counter)", () => {
+  const node = { name: "mi300x", gpuIndex: 0, idleW: IDLE_W };
+  beforeAll(async () => {
+    const m = await Meter.forNode(node).open();
+    await sleep(300);
+    await m.close();
+  });
+
+  it("measures windows against the scenario's energy, inside their bars", async () => {
+    for (const ms of [80, 250, 600]) {
+      const m = await Meter.forNode(node).open();
+      await sleep(ms);
+      await m.close();
+      const e = m.result();
+      const t = m.edgeTimes();
+      const truth = truthAbove(t.open ?? 0n, t.close ?? 0n);
+      expect(e.backend).toBe("amdsmi_counter");
+      expect(e.method, e.reason ?? "").toBe("sampled");
+      expect(e.joules).not.toBeNull();
+      // Within 1 % plus what two 1 ms counter steps at 400 W can hide.
+      expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(Math.abs(truth) * 0.01 + 2 * 0.4);
+      const bar = e.uncertaintyJoules ?? Number.POSITIVE_INFINITY;
+      expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(bar);
+    }
+  });
+
+  it("reads the card's state through AMD SMI (probeNode)", async () => {
+    const state = await probeNode(node);
+    expect(state?.memoryTotalMib).toBe(81559);
+    expect(state?.memoryUsedMib).toBe(2048);
+    expect(state?.computeApps).toEqual([{ pid: 4242, name: "vllm serve", usedMib: 2048 }]);
+  });
+});
