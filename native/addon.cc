@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "card_reads.h"
 #include "card_log_reference.h"
+#include "card_reads.h"
 #include "device_reader.h"
 #include "js_values.h"
 #include "mig_reader.h"

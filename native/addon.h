@@ -37,8 +37,7 @@ class GiulAddon : public Napi::Addon<GiulAddon> {
   /// The sampler of an AMD card (openSampler(index, periodMs, "amd")).
   Napi::Value OpenAmdSampler(Napi::Env env, unsigned int index, int period_ms);
   /// The JS object over a sampler reference just acquired.
-  Napi::Value WrapSampler(Napi::Env env, SamplerRegistry::Reference& reference,
-                          unsigned int index);
+  Napi::Value WrapSampler(Napi::Env env, SamplerRegistry::Reference& reference, unsigned int index);
   Napi::Value OpenCardLog(const Napi::CallbackInfo& info);
   Napi::Value SamplerThreads(const Napi::CallbackInfo& info);
   Napi::Value MonotonicNs(const Napi::CallbackInfo& info);

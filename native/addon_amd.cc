@@ -41,9 +41,8 @@ Napi::Value GiulAddon::AmdDeviceInfo(const Napi::CallbackInfo& info) {
   return PromiseCall<DeviceInfoData>::Run(
       info.Env(), "giul:amdDeviceInfo",
       [index]() -> Result<DeviceInfoData> {
-        return LoadAmdThen<DeviceInfoData>([index](const auto& library) {
-          return AmdDeviceReader(library).ReadInfo(index);
-        });
+        return LoadAmdThen<DeviceInfoData>(
+            [index](const auto& library) { return AmdDeviceReader(library).ReadInfo(index); });
       },
       js::FromDeviceInfo, keep_alive);
 }
@@ -54,9 +53,8 @@ Napi::Value GiulAddon::AmdProcesses(const Napi::CallbackInfo& info) {
   return PromiseCall<ProcessListData>::Run(
       info.Env(), "giul:amdProcesses",
       [index]() -> Result<ProcessListData> {
-        return LoadAmdThen<ProcessListData>([index](const auto& library) {
-          return AmdDeviceReader(library).ReadProcesses(index);
-        });
+        return LoadAmdThen<ProcessListData>(
+            [index](const auto& library) { return AmdDeviceReader(library).ReadProcesses(index); });
       },
       js::FromProcessList, keep_alive);
 }

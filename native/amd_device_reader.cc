@@ -40,6 +40,13 @@ std::optional<double> Watts(uint32_t value) {
 
 }  // namespace
 
+bool AmdCounterRefused(unsigned int index) {
+  CheckCache& cache = Checks();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.verdicts.find(index);
+  return it != cache.verdicts.end() && it->second.has_value();
+}
+
 AmdDeviceReader::AmdDeviceReader(std::shared_ptr<const AmdSmiLibrary> library)
     : library_(std::move(library)) {}
 
@@ -75,8 +82,8 @@ Result<DeviceInfoData> AmdDeviceReader::ReadInfo(unsigned int index) const {
       info.memory_used_mib = vram.vram_used;
       info.memory_free_mib = static_cast<double>(vram.vram_total) - vram.vram_used;
     } else {
-      info.notes.emplace_back("memory", "amdsmi_get_gpu_vram_usage returned " +
-                                            AmdSmiLibrary::DescribeStatus(r));
+      info.notes.emplace_back(
+          "memory", "amdsmi_get_gpu_vram_usage returned " + AmdSmiLibrary::DescribeStatus(r));
     }
   }
   if (lib.get_power_info != nullptr) {
@@ -98,8 +105,8 @@ Result<DeviceInfoData> AmdDeviceReader::ReadInfo(unsigned int index) const {
     uint64_t accumulator = 0;
     uint64_t timestamp = 0;
     float resolution = 0;
-    amdsmi::Status r = lib.Call(
-        [&] { return lib.get_energy(handle, &accumulator, &resolution, &timestamp); });
+    amdsmi::Status r =
+        lib.Call([&] { return lib.get_energy(handle, &accumulator, &resolution, &timestamp); });
     if (r == amdsmi::kSuccess) {
       std::optional<std::string> refused = CheckCounter(index);
       info.energy_counter = !refused.has_value();
@@ -107,8 +114,8 @@ Result<DeviceInfoData> AmdDeviceReader::ReadInfo(unsigned int index) const {
         info.notes.emplace_back("energyCounter", *refused);
       }
     } else {
-      info.notes.emplace_back("energyCounter", "amdsmi_get_energy_count returned " +
-                                                   AmdSmiLibrary::DescribeStatus(r));
+      info.notes.emplace_back(
+          "energyCounter", "amdsmi_get_energy_count returned " + AmdSmiLibrary::DescribeStatus(r));
     }
   }
   return info;
@@ -129,9 +136,8 @@ std::optional<std::string> AmdDeviceReader::CheckCounter(unsigned int index) con
     uint64_t accumulator = 0;
     uint64_t timestamp = 0;
     float resolution = 0;
-    *ok = lib.Call([&] {
-            return lib.get_energy(handle, &accumulator, &resolution, &timestamp);
-          }) == amdsmi::kSuccess;
+    *ok = lib.Call([&] { return lib.get_energy(handle, &accumulator, &resolution, &timestamp); }) ==
+          amdsmi::kSuccess;
     return static_cast<double>(accumulator) * AmdMjPerCount(resolution);
   };
   auto power_mw = [&](bool* ok) {

@@ -33,4 +33,8 @@ class AmdDeviceReader {
   std::shared_ptr<const AmdSmiLibrary> library_;
 };
 
+/// Whether the card's counter check (AmdDeviceReader::ReadInfo) refused its counter: the sampling
+/// thread then never reads it (its faults would be a sampler's, and each read holds the lock).
+bool AmdCounterRefused(unsigned int index);
+
 }  // namespace giul

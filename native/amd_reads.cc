@@ -3,6 +3,7 @@
 // library's lock (AMD SMI before ROCm 7.2 is not thread-safe).
 #include <cmath>
 
+#include "amd_device_reader.h"
 #include "amdsmi_library.h"
 #include "card_reads.h"
 #include "monotonic_clock.h"
@@ -14,11 +15,13 @@ namespace {
 class AmdReads final : public CardReads {
  public:
   AmdReads(std::shared_ptr<const AmdSmiLibrary> library, unsigned int index)
-      : library_(std::move(library)), handle_(library_->handle(index)) {}
+      : library_(std::move(library)),
+        handle_(library_->handle(index)),
+        counter_(library_->get_energy != nullptr && !AmdCounterRefused(index)) {}
 
   int Open() override { return handle_ != nullptr ? amdsmi::kSuccess : amdsmi::kNotFound; }
   void Forget() override {}
-  bool HasCounter() const override { return library_->get_energy != nullptr; }
+  bool HasCounter() const override { return counter_; }
   int ReadCounter(unsigned long long* count) override {
     uint64_t accumulator = 0;
     float resolution = 0;
@@ -76,6 +79,7 @@ class AmdReads final : public CardReads {
 
   const std::shared_ptr<const AmdSmiLibrary> library_;
   const amdsmi::Handle handle_;
+  const bool counter_;  // the library has the call and the card's counter was not refused
   double mj_per_count_ = amdsmi::kCounterUnitUj / 1000.0;
   Support support_ = Support::kUnknown;
 };

@@ -9,9 +9,9 @@ namespace giul {
 namespace {
 
 /// Where libamd_smi is looked for when GIUL_AMDSMI_LIBRARY is unset: the 26.x soname first.
-constexpr std::array<const char*, 4> kCandidates = {
-    "libamd_smi.so.26", "/opt/rocm/lib/libamd_smi.so.26", "libamd_smi.so",
-    "/opt/rocm/lib/libamd_smi.so"};
+constexpr std::array<const char*, 4> kCandidates = {"libamd_smi.so.26",
+                                                    "/opt/rocm/lib/libamd_smi.so.26",
+                                                    "libamd_smi.so", "/opt/rocm/lib/libamd_smi.so"};
 
 const char* StatusName(int status) {
   switch (status) {
@@ -121,13 +121,15 @@ AmdSmiLibrary::Outcome AmdSmiLibrary::LoadFrom(const std::string& path, bool nam
   const DlHandle& h = lib->handle_;
   auto init = reinterpret_cast<amdsmi::InitFn>(h.Symbol("amdsmi_init"));
   auto version = reinterpret_cast<amdsmi::GetLibVersionFn>(h.Symbol("amdsmi_get_lib_version"));
-  auto sockets = reinterpret_cast<amdsmi::GetSocketHandlesFn>(h.Symbol("amdsmi_get_socket_handles"));
+  auto sockets =
+      reinterpret_cast<amdsmi::GetSocketHandlesFn>(h.Symbol("amdsmi_get_socket_handles"));
   auto processors =
       reinterpret_cast<amdsmi::GetProcessorHandlesFn>(h.Symbol("amdsmi_get_processor_handles"));
   if (init == nullptr || version == nullptr || sockets == nullptr || processors == nullptr) {
     return AmdFailure(Failure::Code::kSymbolNotFound, std::nullopt,
-                      path + " lacks amdsmi_init, amdsmi_get_lib_version or the handle calls: it "
-                             "is not a usable AMD SMI library.");
+                      path +
+                          " lacks amdsmi_init, amdsmi_get_lib_version or the handle calls: it "
+                          "is not a usable AMD SMI library.");
   }
   // The version struct's first word is the library's major (26) in 26.x and its year (24) before:
   // either way the number of its soname. Read into a buffer larger than any of its layouts.
@@ -137,8 +139,8 @@ AmdSmiLibrary::Outcome AmdSmiLibrary::LoadFrom(const std::string& path, bool nam
     return AmdFailure(Failure::Code::kInitFailed, r,
                       "amdsmi_get_lib_version returned " + DescribeStatus(r) + " from " + path);
   }
-  lib->info_.version = std::to_string(words[0]) + "." + std::to_string(words[1]) + "." +
-                       std::to_string(words[2]);
+  lib->info_.version =
+      std::to_string(words[0]) + "." + std::to_string(words[1]) + "." + std::to_string(words[2]);
   if (words[0] != amdsmi::kMajor) {
     return AmdFailure(Failure::Code::kVersionRefused, std::nullopt,
                       path + " is AMD SMI " + lib->info_.version +
@@ -186,7 +188,8 @@ AmdSmiLibrary::Outcome AmdSmiLibrary::LoadFrom(const std::string& path, bool nam
   lib->info_.device_count = static_cast<unsigned int>(lib->handles_.size());
 
   lib->get_uuid = reinterpret_cast<amdsmi::GetUuidFn>(h.Symbol("amdsmi_get_gpu_device_uuid"));
-  lib->get_asic_info = reinterpret_cast<amdsmi::GetAsicInfoFn>(h.Symbol("amdsmi_get_gpu_asic_info"));
+  lib->get_asic_info =
+      reinterpret_cast<amdsmi::GetAsicInfoFn>(h.Symbol("amdsmi_get_gpu_asic_info"));
   lib->get_vram_usage =
       reinterpret_cast<amdsmi::GetVramUsageFn>(h.Symbol("amdsmi_get_gpu_vram_usage"));
   lib->get_energy = reinterpret_cast<amdsmi::GetEnergyCountFn>(h.Symbol("amdsmi_get_energy_count"));

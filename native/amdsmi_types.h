@@ -7,7 +7,7 @@
 
 namespace giul::amdsmi {
 
-using Status = int;  // amdsmi_status_t
+using Status = int;    // amdsmi_status_t
 using Handle = void*;  // amdsmi_processor_handle, amdsmi_socket_handle
 
 inline constexpr Status kSuccess = 0;

@@ -39,8 +39,7 @@ class NvmlReads final : public CardReads {
     // A card known to have field 186 that fails it this tick records a failed read, not the
     // average.
     Power power;
-    if (instant_ != Support::kNo && library_->get_field_values != nullptr &&
-        ReadInstant(power)) {
+    if (instant_ != Support::kNo && library_->get_field_values != nullptr && ReadInstant(power)) {
       return power;
     }
     if (usage_ != Support::kNo && library_->get_power_usage != nullptr) {

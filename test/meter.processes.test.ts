@@ -1,9 +1,10 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { amdEnv, amdSpec } from "./fakes/amd-scenario.js";
 import { fairShare, type TruthWindow } from "./fakes/fair-share.js";
-import { built, DIST, FAKE_SMI, FAKE_SMI_BIN, nativeReady, ROOT } from "./fakes/paths.js";
-import { type PowerPoint, type Scenario, writeScenario } from "./fakes/scenario.js";
+import { amdReady, built, DIST, FAKE_SMI, FAKE_SMI_BIN, nativeReady, ROOT } from "./fakes/paths.js";
+import { type PowerPoint, Scenario, writeScenario } from "./fakes/scenario.js";
 
 // One card, many processes: 4 node:cluster workers × 50 overlapping windows of different lengths
 // and weights on one card. Every window on the card shares it, whichever process opened it: each
@@ -27,6 +28,7 @@ interface Posted {
   weights: [string, number][];
   joules: number | null;
   method: string;
+  backend: string;
   reason: string | null;
   idleW: number;
   uncertainty: number | null;
@@ -135,6 +137,19 @@ describe.runIf(nativeReady())("one card shared by the windows of every process",
     expect(windows).toHaveLength(200);
     checkShares(windows, (a, b) => sc.energyJ(0, a, b));
   }, 60_000);
+
+  it.runIf(amdReady())(
+    "AMD SMI: 4 cluster workers × 50 windows on an MI300X share it",
+    async () => {
+      const sc = new Scenario(amdSpec({ devices: [{ power: square, powerNoiseW: 3 }] }));
+      scenarios.push(sc);
+      const { windows } = await run(PLAN, amdEnv(sc));
+      expect(windows).toHaveLength(200);
+      expect(new Set(windows.map((p) => p.backend))).toEqual(new Set(["amdsmi_counter"]));
+      checkShares(windows, (a, b) => sc.energyJ(0, a, b));
+    },
+    60_000,
+  );
 
   it("NVML: a worker SIGKILLed mid-window stops taking a share within 1 s", async () => {
     const sc = scenario(square);

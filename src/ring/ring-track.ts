@@ -301,6 +301,8 @@ export class RingTrack implements Track, TrackReadings {
       maxGap = walked.maxGap;
       uncertaintyMj += walked.trapezoidMj;
     }
+    const note = this.source.note ?? null;
+    if (note !== null) caveat = caveat === null ? note : `${caveat}; ${note}`;
     return {
       ok: true,
       grossJoules: grossMj / 1000,

@@ -202,18 +202,22 @@ const cachedCapabilities = new Map<number, Promise<CardCapabilities>>();
 async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
   const smi = findNvidiaSmi(deps.env);
   const nvml = await nvmlState(deps, false);
+  let amdWhy = "";
   if (nvml.binding !== null && (!nvml.status.available || nvml.status.deviceCount === 0)) {
     // No NVIDIA card here: gpuIndex numbers AMD's cards, as `amd-smi list` does.
     const amd = await amdState(deps, false);
     if (amd.ok && amd.deviceCount > 0) return amdCapabilities(nvml.binding, amd, index, smi);
+    amdWhy = amd.ok ? "; AMD SMI reports no AMD GPU" : `; AMD SMI is unavailable: ${amd.reason}`;
   }
   let info: DeviceInfo | null = null;
   let reason: string | null = null;
   if (nvml.binding === null || !nvml.status.available) {
     reason =
-      nvml.binding === null ? "the giul addon is not loaded" : `NVML is unavailable: ${nvml.status.reason}`;
+      nvml.binding === null
+        ? "the giul addon is not loaded"
+        : `NVML is unavailable: ${nvml.status.reason}${amdWhy}`;
   } else if (!Number.isInteger(index) || index < 0 || index >= nvml.status.deviceCount) {
-    reason = `there is no GPU ${index} (NVML reports ${nvml.status.deviceCount} device(s))`;
+    reason = `there is no GPU ${index} (NVML reports ${nvml.status.deviceCount} device(s)${amdWhy})`;
   } else {
     const read = await readDevice(nvml.binding, index, false);
     if (read.ok) info = read;

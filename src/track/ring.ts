@@ -81,6 +81,8 @@ export interface RingSource {
    * ("nvmlDeviceGetPowerUsage", "nvidia-smi's power.draw", …).
    */
   readonly averagedPowerSource: string;
+  /** Why the card is read this way rather than by its counter (one refused), for the record. */
+  readonly note?: string | null;
   open(periodMs: number): Result<SampleRing>;
   setPeriod(periodMs: number): void;
   close(): void;

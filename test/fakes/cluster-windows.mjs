@@ -69,6 +69,7 @@ async function worker() {
         cardJoules: e.cardJoules,
         attribution: e.attribution,
         method: e.method,
+        backend: e.backend,
         reason: e.reason,
         idleW: e.idleW,
         uncertainty: e.uncertaintyJoules,

@@ -163,6 +163,12 @@ export interface DeviceSpec {
   /** nvmlDeviceGetMaxMigDeviceCount: the card's slices (default 7). */
   readonly migSlots?: number;
   readonly slices?: readonly SliceSpec[];
+  /** AMD double: which socket power fields answer (default "current", as on MI300). */
+  readonly amdPower?: "current" | "average" | "both";
+  /** AMD double: the counter resolution the library reports (µJ; default 15.3). */
+  readonly counterResolutionUj?: number;
+  /** AMD double: the counter counts this many times the energy (default 1; 0: frozen). */
+  readonly counterRate?: number;
 }
 
 export interface LatencySpec {
@@ -189,6 +195,8 @@ export interface ScenarioSpec {
   readonly callsTid?: boolean;
   /** Devices in index order (default: one device with every default). At most 16. */
   readonly devices?: readonly DeviceSpec[];
+  /** AMD double: the library's major version (default 26; 24 answers with ROCm 6's layouts). */
+  readonly libMajor?: number;
 }
 
 /** A device with its defaults filled in: what the double uses. */
@@ -314,6 +322,7 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
   if (spec.driverVersion !== undefined)
     out.push(`driver_version ${quoteValue("driverVersion", spec.driverVersion)}`);
   if (spec.initError !== undefined) out.push(`init_error ${Math.trunc(spec.initError)}`);
+  if (spec.libMajor !== undefined) out.push(`lib_major ${Math.trunc(spec.libMajor)}`);
   if (spec.latencyUs !== undefined) out.push(`latency_us ${Math.trunc(spec.latencyUs)}`);
   for (const l of spec.latency ?? []) {
     out.push(`latency_us ${Math.trunc(l.us)}${l.fn ? ` fn=${l.fn}` : ""}`);
@@ -358,6 +367,9 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     n("enforced_limit_w", d.enforcedLimitW);
     n("mig", d.mig);
     n("mig_slots", d.migSlots);
+    if (d.amdPower !== undefined) keys.push(`amd_power=${d.amdPower}`);
+    n("counter_resolution_uj", d.counterResolutionUj);
+    n("counter_rate", d.counterRate);
     out.push(`device ${i}${keys.length ? ` ${keys.join(" ")}` : ""}`);
     const pts = powerPoints(d.power);
     out.push(`power ${i} ${pts.map(([t, w]) => `${num("power t", t)} ${num("power W", w)}`).join(" ")}`);

@@ -51,13 +51,11 @@ const AMD: NativeVendor = {
 export function amdTrack(
   binding: GiulBinding,
   index: number,
-  options: { counter: boolean; instantPower: boolean },
+  options: { counter: boolean; instantPower: boolean; note?: string | null },
 ): RingTrack {
   const backend: BackendName = options.counter ? "amdsmi_counter" : "amdsmi_sampler";
-  return new RingTrack(
-    backend,
-    new NativeSource(binding, index, options.counter, !options.instantPower, AMD),
-  );
+  const source = new NativeSource(binding, index, options.counter, !options.instantPower, AMD, options.note);
+  return new RingTrack(backend, source);
 }
 
 /** Contention checks and probeNode through AMD SMI, off the JS thread (as nvmlCardReader). */
@@ -110,8 +108,11 @@ function amdBackend(counter: boolean): BackendDescriptor {
       const loaded = loadBinding();
       if (!loaded.ok) return fail(loaded.reason);
       const instantPower = caps?.info?.instantPower ?? false;
+      // A counter refused at the probe (it disagreed with integrated power) says so in every record.
+      const refused = counter ? undefined : caps?.info?.notes?.energyCounter;
+      const note = refused === undefined ? null : `the card's energy counter is not used: ${refused}`;
       return ok({
-        track: amdTrack(loaded.binding, card.gpuIndex, { counter, instantPower }),
+        track: amdTrack(loaded.binding, card.gpuIndex, { counter, instantPower, note }),
         reader: amdCardReader(loaded.binding, card.gpuIndex),
       });
     },

@@ -160,6 +160,7 @@ export class NativeSource implements RingSource {
     counter: boolean,
     averagedPower: boolean,
     private readonly vendor: NativeVendor = NVIDIA,
+    readonly note: string | null = null,
   ) {
     this.column = counter ? "energy" : "integral";
     this.averagedPower = averagedPower;

@@ -77,7 +77,8 @@ _Static_assert(sizeof(power_info_26_t) == 192, "amdsmi_power_info_t 26.x");
 _Static_assert(sizeof(power_info_24_t) == 68, "amdsmi_power_info_t 24.x");
 _Static_assert(sizeof(proc_info_t) == 704, "amdsmi_proc_info_t 26.x");
 
-/* ---- the scenario ----------------------------------------------------------------------------- */
+/* ---- the scenario -----------------------------------------------------------------------------
+ */
 
 #define CARD_SCENARIO_ENV "GIUL_FAKE_AMDSMI_SCENARIO"
 #define CARD_WARN_PREFIX "fake-amdsmi: "
@@ -190,7 +191,7 @@ EXPORT amdsmi_status_t amdsmi_get_socket_handles(uint32_t* count, void** sockets
 }
 
 EXPORT amdsmi_status_t amdsmi_get_processor_handles(void* socket, uint32_t* count,
-                                                     void** processors) {
+                                                    void** processors) {
   enter("amdsmi_get_processor_handles");
   if (g_init_count <= 0) return leave(AMDSMI_STATUS_NOT_INIT);
   struct amd_handle* s = socket;
@@ -243,7 +244,7 @@ EXPORT amdsmi_status_t amdsmi_get_gpu_vram_usage(void* h, vram_usage_t* usage) {
 }
 
 EXPORT amdsmi_status_t amdsmi_get_energy_count(void* h, uint64_t* energy, float* resolution,
-                                                uint64_t* timestamp) {
+                                               uint64_t* timestamp) {
   const device_t* d;
   long long rel;
   enter("amdsmi_get_energy_count");
