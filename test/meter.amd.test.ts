@@ -20,6 +20,8 @@ const sc = amdScenarioForThisProcess({
 });
 
 const { Meter, probeNode } = await import("../src/index.js");
+const { collectGiulMetrics } = await import("../src/exporters/prometheus.js");
+const { Registry } = await import("prom-client");
 
 afterAll(() => sc.remove());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -51,6 +53,32 @@ describe.runIf(amdReady())("Meter on an AMD card (amdsmi_counter)", () => {
       expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(Math.abs(truth) * 0.01 + 2 * 0.4);
       const bar = e.uncertaintyJoules ?? Number.POSITIVE_INFINITY;
       expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(bar);
+    }
+  });
+
+  it('exports the card under the same names, hw_vendor="AMD", its energy advancing with the scenario\'s', async () => {
+    const registry = new Registry();
+    const collection = collectGiulMetrics(registry);
+    try {
+      const hw =
+        'hw_id="1fff74a1-0000-1000-80a1-000000000000",hw_type="gpu",hw_name="AMD Instinct MI300X",hw_vendor="AMD"';
+      const energyOf = (text: string) => {
+        const line = text.split("\n").find((l) => l.startsWith(`hw_energy_joules_total{${hw}`));
+        if (line === undefined) throw new Error(`no AMD card in:\n${text}`);
+        return Number(line.split(" ").at(-1));
+      };
+      const m = await Meter.forNode(node).open();
+      const before = process.hrtime.bigint();
+      const first = energyOf(await registry.metrics());
+      await sleep(500);
+      const second = energyOf(await registry.metrics());
+      const after = process.hrtime.bigint();
+      await m.close();
+      // At most the card's energy over the whole span, and no less than over the middle of it.
+      expect(second - first).toBeLessThanOrEqual(sc.energyJ(0, before, after) + 1);
+      expect(second - first).toBeGreaterThan(sc.energyJ(0, before, after) * 0.8);
+    } finally {
+      collection.disable();
     }
   });
 

@@ -302,6 +302,7 @@ export function formatHuman(
           ? `loaded from ${nvml.library}, driver ${nvml.driverVersion ?? "unknown"}, ${nvml.deviceCount} device(s)`
           : `unavailable: ${addon.loaded ? nvml.reason : "the giul addon, through which NVML is read, is not loaded"}`,
       ],
+      ...amdRow(report),
       [
         "nvidia-smi",
         smi.path === null ? `not found (${smi.reason})` : `${smi.path}${smiPowerText(report.smiPower)}`,
@@ -348,14 +349,9 @@ export function formatHuman(
     const pairs: Array<readonly [string, string]> = [
       ["uuid", device.uuid ?? "unknown"],
       ["memory", memory(device)],
-      ["energy counter", yesNo(device.energyCounter)],
+      ["energy counter", device.counterRefused ? `not used: ${device.counterRefused}` : yesNo(device.energyCounter)],
       ["instantaneous power", yesNo(device.instantPower)],
-      [
-        "power now",
-        device.powerW === null
-          ? "unreadable"
-          : `${device.powerW.toFixed(1)} W${device.instantPower ? " (instantaneous)" : " (nvmlDeviceGetPowerUsage: a 1 s average on recent cards)"}`,
-      ],
+      ["power now", powerNow(device)],
       ["backend", backendLine(device, smi.path !== null, forced)],
     ];
     if (device.reason !== null) pairs.push(["unreadable", device.reason]);
@@ -365,6 +361,22 @@ export function formatHuman(
     lines.push(...rows(pairs, "  "), "");
   }
   return `${lines.join("\n")}`;
+}
+
+/** The AMD SMI row, where it was looked for (NVML has no card). */
+function amdRow(report: HostReport): Array<readonly [string, string]> {
+  const amd = report.amdsmi;
+  if (amd.available) return [["AMD SMI", `${amd.version} from ${amd.library}, ${amd.deviceCount} device(s)`]];
+  return amd.reason === null ? [] : [["AMD SMI", `unavailable: ${amd.reason}`]];
+}
+
+function powerNow(device: HostDevice): string {
+  if (device.powerW === null) return "unreadable";
+  const averaged =
+    device.vendor === "amd"
+      ? "average_socket_power, averaged by the card"
+      : "nvmlDeviceGetPowerUsage: a 1 s average on recent cards";
+  return `${device.powerW.toFixed(1)} W (${device.instantPower ? "instantaneous" : averaged})`;
 }
 
 /** --idle --gpu MIG-…: refused, naming the card whose idle draw the slice's windows are charged. */

@@ -238,7 +238,8 @@ export function parseArgs(args: readonly string[]): Parsed {
             break;
           }
           const names = v.split(",").map((x) => x.trim());
-          if (names.every((x) => /^GPU-|^MIG-/i.test(x))) {
+          // UUIDs (NVIDIA's GPU-…, MIG-…; AMD's hex with dashes), else indices.
+          if (names.every((x) => /^GPU-|^MIG-|^[0-9a-f]{8}-[0-9a-f]{4}-/i.test(x))) {
             flags.gpuUuid = names.length === 1 ? names[0] : names;
             break;
           }

@@ -25,6 +25,11 @@ export interface SensorSeen {
     readonly most: number;
     readonly updates: number;
   } | null;
+  /**
+   * The counter changed at every read (it updates faster than it is read: AMD's, every ms or so),
+   * so no update interval can be timed; null without a counter.
+   */
+  readonly counterChangesEveryRead?: boolean | null;
   /** The power reading: refreshes at least every `atMostMs`; its shortest run of one value. */
   readonly powerRefreshMs: { readonly atMostMs: number; readonly shortestRunMs: number } | null;
   /**
@@ -48,6 +53,7 @@ export function sensorSeen(report: FusionReport | null, backend: BackendName, se
       seconds,
       backend,
       counterUpdateMs: null,
+      counterChangesEveryRead: null,
       powerRefreshMs: null,
       cadenceLock: "none",
       lockMs: null,
@@ -63,6 +69,7 @@ export function sensorSeen(report: FusionReport | null, backend: BackendName, se
     backend,
     counterUpdateMs:
       u === null ? null : { least: ms(u.least), median: ms(u.median), most: ms(u.most), updates: u.count },
+    counterChangesEveryRead: c.changeEveryRead,
     powerRefreshMs: Number.isFinite(report.refreshUpperNs)
       ? { atMostMs: ms(report.refreshUpperNs), shortestRunMs: ms(report.shortestRunNs) }
       : null,
@@ -115,7 +122,9 @@ export function sensorRows(seen: SensorSeen | string): Array<readonly [string, s
     seen.cadenceLock === "none"
       ? "not read"
       : u === null
-        ? `not seen to update in ${seen.seconds} s`
+        ? seen.counterChangesEveryRead === true
+          ? "at every read: faster than it is read, so no interval can be timed"
+          : `not seen to update in ${seen.seconds} s`
         : `every ${f(u.median)} ms (median of ${Math.min(u.updates, 64)} well-read updates; ${f(u.least)}–${f(u.most)} ms)`;
   const lock = {
     locked: `yes: each update placed to within ${seen.lockMs?.toFixed(2)} ms`,

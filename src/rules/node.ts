@@ -236,8 +236,12 @@ function resolved(node: ResolvedNode): ResolvedNode {
   return node;
 }
 
-/** A card UUID as NVML prints it (GPU-…, MIG-…): a letter first, no spaces, no URL or label syntax. */
-export const CARD_UUID = /^(?:[A-Za-z][A-Za-z0-9_.:-]{0,95}|MIG-GPU-[A-Za-z0-9-]{1,90}\/\d{1,5}\/\d{1,5})$/;
+/**
+ * A card UUID as its vendor's tool prints it (NVIDIA's GPU-…, MIG-…; AMD's bare hex UUID, which may
+ * begin with a digit): no spaces, no URL or label syntax; never a bare number (an index).
+ */
+export const CARD_UUID =
+  /^(?:(?!\d+$)[A-Za-z0-9][A-Za-z0-9_.:-]{0,95}|MIG-GPU-[A-Za-z0-9-]{1,90}\/\d{1,5}\/\d{1,5})$/;
 
 /** The cards a node names: by `gpuIndex` (default 0) or by `gpuUuid`, one value or a list. */
 function cardNames(
@@ -259,7 +263,7 @@ function cardNames(
     if (byUuid && (typeof name !== "string" || !CARD_UUID.test(name))) {
       throw invalid(
         at,
-        `expected a card's or MIG slice's UUID as nvidia-smi -L prints it (GPU-…, MIG-…), got ${describe(name)}`,
+        `expected a card's or MIG slice's UUID as nvidia-smi -L or amd-smi list prints it (GPU-…, MIG-…, an AMD card's UUID), got ${describe(name)}`,
       );
     }
     if (

@@ -172,16 +172,14 @@ async function amdCapabilities(binding: GiulBinding, amd: AmdInfo, index: number
       vendor: "amd" as const,
     };
   }
-  return {
-    ...none,
-    amdsmi: true,
-    energyCounter: read.energyCounter,
-    amdPower: read.instantPower || read.powerUsage,
-    info: read,
-    reason: null,
-    driverVersion: null,
-    vendor: "amd" as const,
-  };
+  return { ...amdCapabilitiesOf(read, smi), info: read, reason: null, driverVersion: null, vendor: "amd" as const };
+}
+
+/** What an AMD card offers, from its amdDeviceInfo (a failed read offers nothing). */
+export function amdCapabilitiesOf(info: DeviceInfo | NativeFailure, smi: SmiStatus): LocalCapabilities {
+  const none = { nvml: false, energyCounter: false, nvmlPower: false, smi: smi.path !== null };
+  if (!info.ok) return none;
+  return { ...none, amdsmi: true, energyCounter: info.energyCounter, amdPower: info.instantPower || info.powerUsage };
 }
 
 export function capabilitiesOf(info: DeviceInfo | NativeFailure | null, smi: SmiStatus): LocalCapabilities {
@@ -259,19 +257,29 @@ export async function indexOfUuid(
   uuid: string,
 ): Promise<{ index: number } | { index: null; reason: string }> {
   const nvml = await nvmlState(defaultHostDeps, false);
-  if (nvml.binding === null || !nvml.status.available) {
+  let count = nvml.status.deviceCount;
+  let library = "NVML";
+  if (nvml.binding !== null && count === 0) {
+    // No NVIDIA card: the UUID may be an AMD card's (AMD SMI numbers the cards then).
+    const amd = await amdState(defaultHostDeps, false);
+    if (amd.ok && amd.deviceCount > 0) {
+      count = amd.deviceCount;
+      library = "AMD SMI";
+    }
+  }
+  if (nvml.binding === null || count === 0) {
     const why =
       nvml.binding === null ? "the giul addon is not loaded" : `NVML is unavailable: ${nvml.status.reason}`;
-    return { index: null, reason: `card ${uuid} is named by UUID, which NVML finds, and ${why}` };
+    return { index: null, reason: `card ${uuid} is named by UUID, which NVML or AMD SMI finds, and ${why}` };
   }
   const seen: string[] = [];
-  for (let index = 0; index < nvml.status.deviceCount; index++) {
+  for (let index = 0; index < count; index++) {
     const found = (await localCapabilities(index)).info?.uuid ?? null;
     if (found !== null && found.toLowerCase() === uuid.toLowerCase()) return { index };
     seen.push(`${index}: ${found ?? "unreadable"}`);
   }
   return {
     index: null,
-    reason: `no card on this host has UUID ${uuid} (NVML's cards: ${seen.length > 0 ? seen.join(", ") : "none"})`,
+    reason: `no card on this host has UUID ${uuid} (${library}'s cards: ${seen.length > 0 ? seen.join(", ") : "none"})`,
   };
 }

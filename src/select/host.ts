@@ -10,6 +10,8 @@ import { findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
 import { debug } from "../vocabulary/debug.js";
 import type { BackendName, ProcessInfo, SliceInfo } from "../vocabulary/measurement.js";
 import {
+  amdCapabilitiesOf,
+  amdState,
   capabilitiesOf,
   defaultHostDeps,
   forgetCapabilities,
@@ -32,21 +34,26 @@ export interface AddonStatus {
 }
 
 export interface HostDevice {
+  /** The card's index as its vendor's tool numbers it (`nvidia-smi`, `amd-smi list`). */
   readonly index: number;
+  /** Whose card it is: read through NVML, or through AMD SMI. */
+  readonly vendor: "nvidia" | "amd";
   readonly name: string | null;
   readonly uuid: string | null;
   readonly memoryUsedMib: number | null;
   readonly memoryTotalMib: number | null;
-  /** nvmlDeviceGetTotalEnergyConsumption answers. */
+  /** The energy counter answers (nvmlDeviceGetTotalEnergyConsumption; AMD: and agreed with power). */
   readonly energyCounter: boolean;
-  /** Instantaneous power (NVML field 186) answers. */
+  /** Instantaneous power answers (NVML field 186; AMD's current_socket_power). */
   readonly instantPower: boolean;
-  /** nvmlDeviceGetPowerUsage answers (a trailing average on recent cards). */
+  /** Averaged power answers (nvmlDeviceGetPowerUsage; AMD's average_socket_power). */
   readonly powerUsage: boolean;
   /** Power when probed (W): instantaneous where the card offers it, else its trailing average; null when unreadable. */
   readonly powerW: number | null;
   /** The backend a local Meter on this card would use. */
   readonly backend: BackendName;
+  /** Why the card's energy counter is not used though it answers (AMD: it disagreed with power), or null. */
+  readonly counterRefused?: string | null;
   /** Why the card could not be read, or null. */
   readonly reason: string | null;
   /** The card is in MIG mode: its slices (each metered as its share of this card); else null. */
@@ -60,9 +67,21 @@ export interface HostMig {
   readonly slices: readonly (SliceInfo & { readonly processes: readonly ProcessInfo[] })[];
 }
 
+/** AMD SMI as the addon loaded it (looked for only where NVML has no card). */
+export interface AmdSmiStatus {
+  readonly available: boolean;
+  /** Why not, or null; also null when it was not looked for (NVML has cards). */
+  readonly reason: string | null;
+  /** The library loaded, and its version ("26.1.0"), or null. */
+  readonly library: string | null;
+  readonly version: string | null;
+  readonly deviceCount: number;
+}
+
 export interface HostReport {
   readonly addon: AddonStatus;
   readonly nvml: NvmlStatus;
+  readonly amdsmi: AmdSmiStatus;
   readonly smi: SmiStatus;
   /**
    * One run of the smi sampler's query (null when no nvidia-smi was found): whether the driver
@@ -78,11 +97,14 @@ function hostDevice(
   info: DeviceInfo | NativeFailure,
   smi: SmiStatus,
   mig: HostMig | null = null,
+  vendor: "nvidia" | "amd" = "nvidia",
 ): HostDevice {
-  const backend = chooseLocalBackend(index, capabilitiesOf(info, smi));
+  const caps = vendor === "amd" ? amdCapabilitiesOf(info, smi) : capabilitiesOf(info, smi);
+  const backend = chooseLocalBackend(index, caps);
   if (!info.ok) {
     return {
       index,
+      vendor,
       name: null,
       uuid: null,
       memoryUsedMib: null,
@@ -98,6 +120,7 @@ function hostDevice(
   }
   return {
     index,
+    vendor,
     name: info.name,
     uuid: info.uuid,
     memoryUsedMib: info.memoryUsedMib,
@@ -107,6 +130,7 @@ function hostDevice(
     powerUsage: info.powerUsage,
     powerW: info.powerW,
     backend,
+    counterRefused: info.notes.energyCounter ?? null,
     reason: null,
     mig,
   };
@@ -141,6 +165,8 @@ export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
       devices.push(hostDevice(index, info, smi, info.ok ? await hostMig(binding, index) : null));
     }
   }
+  const amdsmi = await amdHost(deps, binding, devices.length === 0, smi);
+  devices.push(...amdsmi.devices);
   debug(
     "host: addon %s, nvml %s, %d device(s), smi %s",
     addon.loaded,
@@ -149,7 +175,34 @@ export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
     smi.path,
   );
   const smiPower = smi.path === null ? null : await querySmi(deps, smi.path);
-  return { addon, nvml: nvml.status, smi, smiPower, devices };
+  return { addon, nvml: nvml.status, amdsmi: amdsmi.status, smi, smiPower, devices };
+}
+
+/** AMD SMI's cards, looked for where NVML has none (`look`). */
+async function amdHost(
+  deps: HostDeps,
+  binding: GiulBinding | null,
+  look: boolean,
+  smi: SmiStatus,
+): Promise<{ status: AmdSmiStatus; devices: HostDevice[] }> {
+  const none = { available: false, library: null, version: null, deviceCount: 0 };
+  if (!look || binding === null) return { status: { ...none, reason: null }, devices: [] };
+  const amd = await amdState(deps);
+  if (!amd.ok) return { status: { ...none, reason: amd.reason }, devices: [] };
+  const devices: HostDevice[] = [];
+  for (let index = 0; index < amd.deviceCount; index++) {
+    let info: DeviceInfo | NativeFailure;
+    try {
+      info = binding.amdDeviceInfo
+        ? await binding.amdDeviceInfo(index)
+        : { ok: false, code: "AMDSMI_CALL_FAILED", nvmlReturn: null, reason: "no amdDeviceInfo" };
+    } catch (error) {
+      info = { ok: false, code: "AMDSMI_CALL_FAILED", nvmlReturn: null, reason: String(error) };
+    }
+    devices.push(hostDevice(index, info, smi, null, "amd"));
+  }
+  const status = { available: true, reason: null, library: amd.library, version: amd.version };
+  return { status: { ...status, deviceCount: amd.deviceCount }, devices };
 }
 
 let cachedReport: Promise<HostReport> | undefined;

@@ -18,7 +18,7 @@ export interface CardIdentity {
   readonly id: string;
   /** `hw.name`: the card's model name (e.g. "NVIDIA H100 80GB HBM3"), else `gpu<index>`. */
   readonly name: string;
-  /** `hw.vendor`. */
+  /** `hw.vendor`: "NVIDIA" or "AMD", as the vendors write their names. */
   readonly vendor: string;
   /** `hw.driver_version`, or null when not read. */
   readonly driverVersion: string | null;
@@ -51,6 +51,8 @@ export interface KnownCard {
   readonly uuid: string | null | undefined;
   readonly name: string | null | undefined;
   readonly driverVersion: string | null | undefined;
+  /** Whose card it is (absent: NVIDIA's, read through NVML or nvidia-smi). */
+  readonly vendor?: "nvidia" | "amd" | undefined;
 }
 
 /**
@@ -71,7 +73,7 @@ export function noteCardInUse(
     identity: Object.freeze({
       id: known?.uuid ?? `gpu${gpuIndex}`,
       name: known?.name ?? `gpu${gpuIndex}`,
-      vendor: "NVIDIA",
+      vendor: known?.vendor === "amd" ? "AMD" : "NVIDIA",
       driverVersion: known?.driverVersion ?? null,
     }),
   });

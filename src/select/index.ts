@@ -243,7 +243,12 @@ function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabili
   const opened = backend.open(node, caps);
   if (!opened.ok) return { backend: "none", track: null, reason: opened.reason };
   if (node.isLocal) {
-    const known = { uuid: caps?.info?.uuid, name: caps?.info?.name, driverVersion: caps?.driverVersion };
+    const known = {
+      uuid: caps?.info?.uuid,
+      name: caps?.info?.name,
+      driverVersion: caps?.driverVersion,
+      vendor: caps?.vendor,
+    };
     noteCardInUse(node.gpuIndex, backend.name, opened.value.track.readings, known);
   }
   return {

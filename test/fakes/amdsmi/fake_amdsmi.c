@@ -83,7 +83,7 @@ _Static_assert(sizeof(proc_info_t) == 704, "amdsmi_proc_info_t 26.x");
 #define CARD_SCENARIO_ENV "GIUL_FAKE_AMDSMI_SCENARIO"
 #define CARD_WARN_PREFIX "fake-amdsmi: "
 #define CARD_DEFAULT_NAME "AMD Instinct MI300X"
-#define CARD_DEFAULT_UUID "a1ff74a1-0000-1000-80a1-%012d"
+#define CARD_DEFAULT_UUID "1fff74a1-0000-1000-80a1-%012d"
 #define CARD_DEFAULT_STEP_MS 1
 #define CARD_DEFAULT_DRIVER "6.12.12"
 #include "../card/card_scenario.c"
