@@ -349,7 +349,10 @@ export function formatHuman(
     const pairs: Array<readonly [string, string]> = [
       ["uuid", device.uuid ?? "unknown"],
       ["memory", memory(device)],
-      ["energy counter", device.counterRefused ? `not used: ${device.counterRefused}` : yesNo(device.energyCounter)],
+      [
+        "energy counter",
+        device.counterRefused ? `not used: ${device.counterRefused}` : yesNo(device.energyCounter),
+      ],
       ["instantaneous power", yesNo(device.instantPower)],
       ["power now", powerNow(device)],
       ["backend", backendLine(device, smi.path !== null, forced)],

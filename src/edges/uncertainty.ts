@@ -114,7 +114,7 @@ export function trapezoidErrMj(p0Mw: number, p1Mw: number, dtNs: number): number
  * so what a span drew can be anywhere in the card's range, whatever its readings say.
  */
 export function averagedIntegral(source: string): string {
-  return `the card has no energy counter, and its power is a trailing average (${source}, 1 s on Ampere and newer): it lags and smooths what the card drew, so its integral over a window bounds nothing`;
+  return `the card has no energy counter, and its power is a trailing average (${source}): it lags and smooths what the card drew, so its integral over a window bounds nothing`;
 }
 
 function finiteOr0(x: number | null): number {
@@ -127,7 +127,7 @@ function finiteOr0(x: number | null): number {
  */
 export function averagedPowerCaveat(source: string): string {
   return (
-    `the card's power is a 1 s average (${source}), too slow to place energy inside the energy ` +
+    `the card's power is a trailing average (${source}), too slow to place energy inside the energy ` +
     "counter's steps: the edges are bounded by the counter's updates alone"
   );
 }

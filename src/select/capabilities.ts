@@ -172,14 +172,25 @@ async function amdCapabilities(binding: GiulBinding, amd: AmdInfo, index: number
       vendor: "amd" as const,
     };
   }
-  return { ...amdCapabilitiesOf(read, smi), info: read, reason: null, driverVersion: null, vendor: "amd" as const };
+  return {
+    ...amdCapabilitiesOf(read, smi),
+    info: read,
+    reason: null,
+    driverVersion: null,
+    vendor: "amd" as const,
+  };
 }
 
 /** What an AMD card offers, from its amdDeviceInfo (a failed read offers nothing). */
 export function amdCapabilitiesOf(info: DeviceInfo | NativeFailure, smi: SmiStatus): LocalCapabilities {
   const none = { nvml: false, energyCounter: false, nvmlPower: false, smi: smi.path !== null };
   if (!info.ok) return none;
-  return { ...none, amdsmi: true, energyCounter: info.energyCounter, amdPower: info.instantPower || info.powerUsage };
+  return {
+    ...none,
+    amdsmi: true,
+    energyCounter: info.energyCounter,
+    amdPower: info.instantPower || info.powerUsage,
+  };
 }
 
 export function capabilitiesOf(info: DeviceInfo | NativeFailure | null, smi: SmiStatus): LocalCapabilities {

@@ -143,7 +143,7 @@ export interface NativeVendor {
 
 const NVIDIA: NativeVendor = {
   name: "nvidia",
-  averagedPowerSource: "nvmlDeviceGetPowerUsage",
+  averagedPowerSource: "nvmlDeviceGetPowerUsage, 1 s on Ampere and newer",
   describeError: describeNvmlError,
 };
 

@@ -37,7 +37,7 @@ import { SmiSampler } from "./sampler.js";
 
 class SmiSource implements RingSource {
   readonly column = "integral" as const;
-  readonly averagedPowerSource = "nvidia-smi's power.draw";
+  readonly averagedPowerSource = "nvidia-smi's power.draw, 1 s on Ampere and newer";
 
   constructor(
     private readonly sampler: SmiSampler,
