@@ -36,7 +36,11 @@ export class JsRing implements SampleRing {
   private inGap = false;
   private gapError = 0;
 
-  constructor(options: { epochNs: bigint; capacity?: number; periodNs: number }) {
+  /** The power readings' resolution (mW): 1, or 1000 for a tool that prints whole watts. */
+  private readonly quantumMw: number;
+
+  constructor(options: { epochNs: bigint; capacity?: number; periodNs: number; powerQuantumMw?: number }) {
+    this.quantumMw = options.powerQuantumMw ?? 1;
     this.epochNs = options.epochNs;
     this.capacity = options.capacity ?? 16384;
     this.period = options.periodNs;
@@ -170,6 +174,10 @@ export class JsRing implements SampleRing {
     out.powerT = d[base + 8] as number;
     out.powerReadNs = d[base + 9] as number;
     return true;
+  }
+
+  powerQuantumMw(): number {
+    return this.quantumMw;
   }
 
   periodNs(): number {

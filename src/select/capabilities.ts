@@ -7,7 +7,7 @@
 import type { AmdInfo, DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "../../binding.js";
 import { type BindingLoad, loadBinding } from "../sources/native/binding.js";
 import type { SmiProbe } from "../sources/smi/parse.js";
-import { findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
+import { findAmdSmi, findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
 import type { CardCapabilities, LocalCapabilities } from "../track/descriptor.js";
 import { debug } from "../vocabulary/debug.js";
 
@@ -233,7 +233,8 @@ async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<Car
     else reason = `GPU ${index} cannot be read: ${read.reason}`;
   }
   if (reason !== null) debug("card %d: %s", index, reason);
-  return { ...capabilitiesOf(info, smi), info, reason, driverVersion: nvml.status.driverVersion };
+  const amdCli = info === null && findAmdSmi(deps.env).path !== null;
+  return { ...capabilitiesOf(info, smi), amdCli, info, reason, driverVersion: nvml.status.driverVersion };
 }
 
 /**

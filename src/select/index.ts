@@ -139,7 +139,7 @@ export function forcedBackend(env: NodeJS.ProcessEnv = process.env): BackendName
   ) {
     throw new GiulError(
       "INVALID_OPTION",
-      `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, amdsmi_counter, amdsmi_sampler, smi_sampler, none`,
+      `GIUL_BACKEND=${raw}: expected one of nvml_counter, nvml_sampler, amdsmi_counter, amdsmi_sampler, smi_sampler, amdsmi_cli, none`,
       { field: "GIUL_BACKEND" },
     );
   }

@@ -9,7 +9,7 @@ import { amdsmiCounterBackend, amdsmiSamplerBackend } from "../sources/native/am
 import { nvmlCounterBackend, nvmlSamplerBackend } from "../sources/native/descriptor.js";
 import { remoteAgentBackend } from "../sources/remote/descriptor.js";
 import { simulatedBackend } from "../sources/simulated/descriptor.js";
-import { smiSamplerBackend } from "../sources/smi/descriptor.js";
+import { amdSmiCliBackend, smiSamplerBackend } from "../sources/smi/descriptor.js";
 import type { BackendDescriptor, CardTarget, LocalCapabilities } from "../track/descriptor.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 
@@ -20,6 +20,7 @@ const REGISTRY: readonly BackendDescriptor[] = [
   amdsmiCounterBackend,
   amdsmiSamplerBackend,
   smiSamplerBackend,
+  amdSmiCliBackend,
   remoteAgentBackend,
 ];
 

@@ -54,6 +54,8 @@ export interface LocalCapabilities {
   readonly amdsmi?: boolean;
   /** AMD SMI reads this card's socket power. */
   readonly amdPower?: boolean;
+  /** An amd-smi tool was found (GIUL_AMD_SMI, PATH, /opt/rocm/bin). */
+  readonly amdCli?: boolean;
 }
 
 /** One local card, probed: what it offers, its state, and why NVML cannot read it. */

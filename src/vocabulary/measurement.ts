@@ -12,6 +12,8 @@ export type BackendName =
   | "amdsmi_counter"
   /** The same thread's integral of AMD SMI socket power, where the counter is absent or refused. */
   | "amdsmi_sampler"
+  /** An AMD card's energy counter as the amd-smi tool prints it, once a second (no addon or library). */
+  | "amdsmi_cli"
   | "smi_sampler"
   | "remote_agent"
   /** A card declared by simulateCard() (giul/testing): no hardware is measured. */
@@ -35,6 +37,7 @@ export const BACKEND_NAMES: readonly BackendName[] = [
   "nvml_sampler",
   "amdsmi_counter",
   "amdsmi_sampler",
+  "amdsmi_cli",
   "smi_sampler",
   "remote_agent",
   "simulated",

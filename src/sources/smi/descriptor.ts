@@ -31,6 +31,7 @@ import { RingTrack } from "../../ring/ring-track.js";
 import type { BackendDescriptor } from "../../track/descriptor.js";
 import type { RingSource, SampleRing } from "../../track/ring.js";
 import { ok, type Result } from "../../vocabulary/measurement.js";
+import { AmdSmiSampler } from "./amd-sampler.js";
 import { smiCardReader } from "./card.js";
 import { findNvidiaSmi } from "./path.js";
 import { SmiSampler } from "./sampler.js";
@@ -95,6 +96,51 @@ export const smiSamplerBackend: BackendDescriptor = {
     return ok({
       track: smiTrack(card.gpuIndex),
       reader: smi.path === null ? null : smiCardReader(smi.path, card.gpuIndex),
+    });
+  },
+};
+
+class AmdSmiSource implements RingSource {
+  readonly column = "energy" as const;
+  /** Socket power read once a second: too seldom to place energy inside the counter's reads. */
+  readonly averagedPower = true;
+  readonly averagedPowerSource = "amd-smi's socket_power, printed once a second";
+
+  constructor(
+    private readonly sampler: AmdSmiSampler,
+    private readonly index: number,
+  ) {}
+
+  open(): Result<SampleRing> {
+    return this.sampler.open(this.index, this);
+  }
+
+  setPeriod(): void {}
+
+  close(): void {
+    this.sampler.close(this.index, this);
+  }
+
+  describeError(code: number): string {
+    return this.sampler.describeError(code);
+  }
+}
+
+let sharedAmd: AmdSmiSampler | null = null;
+
+/**
+ * `amdsmi_cli`: an AMD card's energy counter as one long-lived `amd-smi metric --watch 1` child
+ * prints it (./amd-sampler.ts), where the addon or libamd_smi cannot be used. Read once a second,
+ * each edge is bounded by the counter's reads around it.
+ */
+export const amdSmiCliBackend: BackendDescriptor = {
+  name: "amdsmi_cli",
+  canServe: (card, caps) => card.isLocal && caps !== null && (caps.amdCli ?? false),
+  open(card) {
+    sharedAmd ??= new AmdSmiSampler();
+    return ok({
+      track: new RingTrack("amdsmi_cli", new AmdSmiSource(sharedAmd, card.gpuIndex)),
+      reader: null,
     });
   },
 };
