@@ -174,7 +174,7 @@ std::optional<std::string> AmdDeviceReader::CheckCounter(unsigned int index) con
     if (!(ratio >= kMinRatio && ratio <= kMaxRatio)) {
       verdict = "the energy counter disagrees with integrated power (it counted " +
                 std::to_string(static_cast<int>(ratio * 100 + 0.5)) + " % of it over " +
-                std::to_string(kCheckMs) + " ms; 10 %–1000 % is accepted)";
+                std::to_string(kCheckMs) + " ms; 67 %–150 % is accepted)";
     }
   }
   std::lock_guard<std::mutex> lock(cache.mutex);

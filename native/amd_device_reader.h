@@ -18,12 +18,14 @@ class AmdDeviceReader {
   Result<DeviceInfoData> ReadInfo(unsigned int index) const;
   Result<ProcessListData> ReadProcesses(unsigned int index) const;
 
-  /// How long the counter check integrates power, and the ratio it accepts (as Zeus does: some
-  /// MI100 and MI210 counters are frozen or count at the wrong rate).
+  /// How long the counter check integrates power, and the ratio it accepts. Zeus accepts 0.1-10x
+  /// (some MI100 and MI210 counters are frozen or count at the wrong rate); giul's bars trust the
+  /// counter as the card's energy, so it accepts what one telemetry can differ by: an MI250 die
+  /// that counts its partner's energy too (2x under an even load) is refused.
   static constexpr int kCheckMs = 500;
   static constexpr int kCheckStepMs = 25;
-  static constexpr double kMinRatio = 0.1;
-  static constexpr double kMaxRatio = 10.0;
+  static constexpr double kMinRatio = 2.0 / 3.0;
+  static constexpr double kMaxRatio = 1.5;
 
  private:
   /// nullopt when the counter agrees with power (or power cannot be read to check it), else why

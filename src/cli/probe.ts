@@ -14,6 +14,7 @@ import { simulateCard } from "../testing.js";
 import { GiulError } from "../vocabulary/errors.js";
 import type { BackendName } from "../vocabulary/measurement.js";
 import { type Flag, helpOrVersion, readCommandLine } from "./args.js";
+import { BACKEND_MEANING } from "./meaning.js";
 import { type SensorSeen, sensorRows, watchSensors } from "./sensor.js";
 import { watch } from "./watch.js";
 
@@ -61,6 +62,7 @@ Options:
 Environment:
   GIUL_NVML_LIBRARY   load this file instead of libnvidia-ml.so.1
   GIUL_AMDSMI_LIBRARY load this file instead of libamd_smi.so.26 (AMD cards)
+  GIUL_AMD_SMI        use this amd-smi instead of searching PATH and /opt/rocm/bin
   GIUL_NVIDIA_SMI     use this nvidia-smi instead of searching PATH
   GIUL_ADDON_PATH     load the addon from this file
   GIUL_DISABLE_ADDON  set to 1 to run without the addon
@@ -69,20 +71,6 @@ Environment:
                       for diagnosis; an unknown name is refused (exit 2)
   NODE_DEBUG=giul     print giul's decisions as they are made
 `;
-
-/** One line on what a backend means for a person reading the probe. */
-export const BACKEND_MEANING: Readonly<Record<BackendName, string>> = {
-  nvml_counter: "reads the card's own energy counter at each window's edges (the most accurate)",
-  nvml_sampler: "no energy counter: integrates NVML power readings taken on a native sampling thread",
-  amdsmi_counter: "reads the AMD card's own energy counter (AMD SMI) at each window's edges",
-  amdsmi_sampler: "AMD card without a usable counter: integrates AMD SMI socket power on a native thread",
-  amdsmi_cli: "no addon or AMD SMI library: reads the counter as amd-smi prints it, once a second",
-  smi_sampler: "no NVML: integrates power read from a long-lived nvidia-smi (coarser)",
-  remote_agent: "asks a giul-agent on the GPU's host over HTTP",
-  simulated: "a simulated card (giul/testing): no hardware is measured",
-  mixed: "a window over several cards measured by different backends (each card's is listed)",
-  none: "cannot measure this card: figures will be estimated (with a hint) or unknown",
-};
 
 type Parsed =
   | { readonly kind: "run"; readonly json: boolean; readonly seconds: number }
