@@ -109,7 +109,8 @@ describe("every sampled window lies within its own bar (100 ms counter step)", (
     const rows = await scoreWindows(card, mixed, IDLE_W, { counterStepMs: 100 });
     bounded("averaged power", summarize(rows));
     for (const r of rows) {
-      if (r.sampled) expect(r.caveat).toMatch(/1 s average.*counter's updates alone/);
+      if (r.sampled)
+        expect(r.caveat).toMatch(/trailing average \(nvmlDeviceGetPowerUsage\).*counter's updates alone/);
       // Without power, a window shorter than a step is not measured.
       else expect(r.reason).toMatch(/shorter than the energy counter's update step/);
     }

@@ -201,7 +201,7 @@ describe.runIf(nativeReady() && built([FAKE_SMI], "the nvidia-smi stand-in"))(
       const probe = spawnSync(process.execPath, [PROBE], { encoding: "utf8", env });
       expect(probe.status).toBe(2);
       expect(probe.stderr).toMatch(
-        /GIUL_BACKEND=nvml_countr: expected one of nvml_counter, nvml_sampler, smi_sampler, none/,
+        /GIUL_BACKEND=nvml_countr: expected one of nvml_counter, nvml_sampler, amdsmi_counter, amdsmi_sampler, smi_sampler, amdsmi_cli, none/,
       );
       const agent = spawnSync(process.execPath, [join(ROOT, "dist", "cli", "agent.js"), "--port", "0"], {
         encoding: "utf8",

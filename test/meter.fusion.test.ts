@@ -115,7 +115,9 @@ describe.runIf(ready)("the fused counter through the addon (100 ms counter step)
     for (const r of rows) {
       if (r.method === "sampled") {
         expect(Math.abs(r.joules - r.truth)).toBeLessThanOrEqual(r.bar);
-        expect(r.reason).toMatch(/1 s average.*counter's updates alone/);
+        expect(r.reason).toMatch(
+          /trailing average \(nvmlDeviceGetPowerUsage, 1 s on Ampere and newer\).*counter's updates alone/,
+        );
       } else expect(r.reason).toMatch(/shorter than the energy counter's update step|failed measurement/);
     }
     expect(rows.filter((r) => r.ms >= 300).every((r) => r.method === "sampled")).toBe(true);

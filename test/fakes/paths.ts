@@ -23,7 +23,7 @@ export const FAKE_SMI_BIN = join(DOUBLES_DIR, "bin");
 /** The nvidia-smi stand-in. */
 export const FAKE_SMI = join(FAKE_SMI_BIN, "nvidia-smi");
 /** The amd-smi stand-in (test/fakes/smi/amd_smi.c), reading the libamd_smi double. */
-export const FAKE_AMD_SMI = join(FAKE_SMI_BIN, "amd-smi");
+export const FAKE_AMD_SMI = join(DOUBLES_DIR, "amd-bin", "amd-smi");
 /** The small C reader that drives the NVML double without the addon. */
 export const FAKE_NVML_READER = join(FAKE_SMI_BIN, "fake-nvml-read");
 /** The addon as built in this checkout. */
