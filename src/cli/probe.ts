@@ -278,7 +278,7 @@ function backendLine(device: HostDevice, smiFound: boolean, forced: BackendName 
 export function formatHuman(
   report: HostReport,
   forced: BackendName | null = null,
-  sensors: ReadonlyMap<number, SensorSeen | string> = new Map(),
+  sensors: ReadonlyMap<string, SensorSeen | string> = new Map(),
 ): string {
   const { addon, nvml, smi, devices } = report;
   const lines: string[] = [];
@@ -347,7 +347,7 @@ export function formatHuman(
       ["backend", backendLine(device, smi.path !== null, forced)],
     ];
     if (device.reason !== null) pairs.push(["unreadable", device.reason]);
-    const seen = sensors.get(device.index);
+    const seen = sensors.get(deviceKey(device));
     if (seen !== undefined) pairs.push(...sensorRows(seen));
     if (device.mig !== null) pairs.push(...migRows(device.mig, device.backend));
     lines.push(...rows(pairs, "  "), "");
@@ -355,11 +355,18 @@ export function formatHuman(
   return `${lines.join("\n")}`;
 }
 
-/** The AMD SMI row, where it was looked for (NVML has no card). */
+/** A card's key among the report's: its vendor and index (a host may have both vendors' card 0). */
+function deviceKey(device: HostDevice): string {
+  return `${device.vendor}:${device.index}`;
+}
+
+/** The AMD SMI row, where it was looked for. */
 function amdRow(report: HostReport): Array<readonly [string, string]> {
   const amd = report.amdsmi;
   if (amd.available) return [["AMD SMI", `${amd.version} from ${amd.library}, ${amd.deviceCount} device(s)`]];
-  return amd.reason === null ? [] : [["AMD SMI", `unavailable: ${amd.reason}`]];
+  // Why it is not there matters where no card was found, not beside NVIDIA's cards.
+  const nvidia = report.devices.some((d) => d.vendor === "nvidia");
+  return amd.reason === null || nvidia ? [] : [["AMD SMI", `unavailable: ${amd.reason}`]];
 }
 
 function powerNow(device: HostDevice): string {
@@ -444,11 +451,13 @@ export async function main(args: readonly string[]): Promise<number> {
   if (parsed.kind === "watch") return watch(parsed.gpu, forced);
   if (parsed.kind === "demo") return demoRun(parsed.json);
   const report = await probeHost();
-  const readable = report.devices.filter((d) => d.reason === null).map((d) => d.index);
+  const readable = report.devices
+    .filter((d) => d.reason === null)
+    .map((d) => ({ key: deviceKey(d), index: d.index, uuid: d.uuid }));
   const sensors = await watchSensors(readable, parsed.seconds, forced);
   if (parsed.json) {
     const devices = report.devices.map((d) => {
-      const seen = sensors.get(d.index);
+      const seen = sensors.get(deviceKey(d));
       return { ...d, sensor: seen === undefined ? null : typeof seen === "string" ? { reason: seen } : seen };
     });
     process.stdout.write(formatJson({ ...report, devices, forcedBackend: forced }));

@@ -79,16 +79,26 @@ export function sensorSeen(report: FusionReport | null, backend: BackendName, se
   };
 }
 
-/** Watches every card of `indices` at once for `seconds`, through the track a Meter would use. */
+/** A card to watch: its index, its UUID where known (then named by it), and the key of what is seen. */
+export interface WatchedCard {
+  readonly key: string;
+  readonly index: number;
+  readonly uuid: string | null;
+}
+
+/** Watches every card at once for `seconds`, through the track a Meter would use; by card key. */
 export async function watchSensors(
-  indices: readonly number[],
+  cards: readonly WatchedCard[],
   seconds: number,
   forced: BackendName | null,
-): Promise<Map<number, SensorSeen | string>> {
-  const seen = new Map<number, SensorSeen | string>();
-  const watched: { index: number; backend: BackendName; track: RingTrack }[] = [];
-  for (const index of indices) {
-    const node = resolveNode({ name: `probe-gpu${index}`, gpuIndex: index, idleW: 0 });
+): Promise<Map<string, SensorSeen | string>> {
+  const seen = new Map<string, SensorSeen | string>();
+  const watched: { index: string; backend: BackendName; track: RingTrack }[] = [];
+  for (const card of cards) {
+    const index = card.key;
+    // By UUID where known: on a host with both vendors' cards an index could name either.
+    const named = card.uuid !== null ? { gpuUuid: card.uuid } : { gpuIndex: card.index };
+    const node = resolveNode({ name: `probe-gpu${card.index}`, ...named, idleW: 0 });
     const selection = await whileAlive(select(node, forced));
     if (selection.track === null) {
       seen.set(index, selection.reason ?? `not read (${selection.backend})`);

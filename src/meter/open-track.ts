@@ -43,6 +43,8 @@ export function configurationError(node: ResolvedNode, selection: Selection | nu
     return new GiulError("BACKEND_UNAVAILABLE", forcedUnavailable, { field: "GIUL_BACKEND" });
   const notASlice = selection?.notASlice;
   if (notASlice !== undefined) return new GiulError("INVALID_NODE", notASlice, { field: "gpuUuid" });
+  const ambiguous = selection?.ambiguousIndex;
+  if (ambiguous !== undefined) return new GiulError("INVALID_NODE", ambiguous, { field: "gpuIndex" });
   return checkIdleAgainstCard(node, selection);
 }
 

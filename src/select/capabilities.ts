@@ -8,6 +8,7 @@ import type { AmdInfo, DeviceInfo, GiulBinding, NativeFailure, NvmlInfo } from "
 import { type BindingLoad, loadBinding } from "../sources/native/binding.js";
 import type { SmiProbe } from "../sources/smi/parse.js";
 import { findAmdSmi, findNvidiaSmi, type SmiStatus } from "../sources/smi/path.js";
+import { AMD_ON_MIXED_HOST, vendorIndex } from "../track/card.js";
 import type { CardCapabilities, LocalCapabilities } from "../track/descriptor.js";
 import { debug } from "../vocabulary/debug.js";
 
@@ -211,13 +212,37 @@ const cachedCapabilities = new Map<number, Promise<CardCapabilities>>();
 async function localCapabilitiesWith(index: number, deps: HostDeps): Promise<CardCapabilities> {
   const smi = findNvidiaSmi(deps.env);
   const nvml = await nvmlState(deps, false);
+  const nvidiaCards = nvml.status.available ? nvml.status.deviceCount : 0;
   let amdWhy = "";
-  if (nvml.binding !== null && (!nvml.status.available || nvml.status.deviceCount === 0)) {
-    // No NVIDIA card here: gpuIndex numbers AMD's cards, as `amd-smi list` does.
+  if (nvml.binding !== null) {
     const amd = await amdState(deps, false);
-    if (amd.ok && amd.deviceCount > 0) return amdCapabilities(nvml.binding, amd, index, smi);
-    amdWhy = amd.ok ? "; AMD SMI reports no AMD GPU" : `; AMD SMI is unavailable: ${amd.reason}`;
+    if (amd.ok && amd.deviceCount > 0) {
+      // Without NVIDIA cards gpuIndex numbers AMD's, as `amd-smi list` does; with them, an AMD
+      // card is found by its UUID (AMD_ON_MIXED_HOST), and an index could name either vendor's.
+      if (index >= AMD_ON_MIXED_HOST)
+        return amdCapabilities(nvml.binding, amd, index - AMD_ON_MIXED_HOST, smi);
+      if (nvidiaCards === 0) return amdCapabilities(nvml.binding, amd, index, smi);
+      // The NVIDIA card of that index, read as usual, and flagged: a node that named it by index
+      // is refused (selection), one that found it by UUID is not.
+      const ambiguousIndex =
+        `this host has ${nvidiaCards} NVIDIA and ${amd.deviceCount} AMD card(s): gpuIndex ${index} could name ` +
+        "either; name the card by gpuUuid (as nvidia-smi -L or amd-smi list prints it)";
+      return { ...(await nvidiaCapabilities(index, deps, nvml, smi, "")), ambiguousIndex };
+    }
+    if (nvidiaCards === 0)
+      amdWhy = amd.ok ? "; AMD SMI reports no AMD GPU" : `; AMD SMI is unavailable: ${amd.reason}`;
   }
+  return nvidiaCapabilities(index, deps, nvml, smi, amdWhy);
+}
+
+/** An NVIDIA card's capabilities through NVML (`amdWhy`: why AMD SMI had none, for the reason). */
+async function nvidiaCapabilities(
+  index: number,
+  deps: HostDeps,
+  nvml: NvmlState,
+  smi: SmiStatus,
+  amdWhy: string,
+): Promise<CardCapabilities> {
   let info: DeviceInfo | null = null;
   let reason: string | null = null;
   if (nvml.binding === null || !nvml.status.available) {
@@ -269,29 +294,30 @@ export async function indexOfUuid(
   uuid: string,
 ): Promise<{ index: number } | { index: null; reason: string }> {
   const nvml = await nvmlState(defaultHostDeps, false);
-  let count = nvml.status.deviceCount;
-  let library = "NVML";
-  if (nvml.binding !== null && count === 0) {
-    // No NVIDIA card: the UUID may be an AMD card's (AMD SMI numbers the cards then).
-    const amd = await amdState(defaultHostDeps, false);
-    if (amd.ok && amd.deviceCount > 0) {
-      count = amd.deviceCount;
-      library = "AMD SMI";
-    }
-  }
-  if (nvml.binding === null || count === 0) {
+  const nvidiaCards = nvml.status.available ? nvml.status.deviceCount : 0;
+  const amd = nvml.binding === null ? null : await amdState(defaultHostDeps, false);
+  const amdCards = amd?.ok ? amd.deviceCount : 0;
+  if (nvml.binding === null || nvidiaCards + amdCards === 0) {
     const why =
       nvml.binding === null ? "the giul addon is not loaded" : `NVML is unavailable: ${nvml.status.reason}`;
     return { index: null, reason: `card ${uuid} is named by UUID, which NVML or AMD SMI finds, and ${why}` };
   }
+  // NVIDIA's cards by their index; AMD's by theirs, offset where NVIDIA's are there too.
+  const base = nvidiaCards > 0 ? AMD_ON_MIXED_HOST : 0;
+  const indices = [
+    ...Array.from({ length: nvidiaCards }, (_, i) => i),
+    ...Array.from({ length: amdCards }, (_, i) => base + i),
+  ];
   const seen: string[] = [];
-  for (let index = 0; index < count; index++) {
+  for (const index of indices) {
     const found = (await localCapabilities(index)).info?.uuid ?? null;
     if (found !== null && found.toLowerCase() === uuid.toLowerCase()) return { index };
-    seen.push(`${index}: ${found ?? "unreadable"}`);
+    seen.push(
+      `${index >= AMD_ON_MIXED_HOST || nvidiaCards === 0 ? "AMD " : ""}${vendorIndex(index)}: ${found ?? "unreadable"}`,
+    );
   }
   return {
     index: null,
-    reason: `no card on this host has UUID ${uuid} (${library}'s cards: ${seen.length > 0 ? seen.join(", ") : "none"})`,
+    reason: `no card on this host has UUID ${uuid} (its cards: ${seen.length > 0 ? seen.join(", ") : "none"})`,
   };
 }

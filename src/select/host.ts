@@ -67,10 +67,10 @@ export interface HostMig {
   readonly slices: readonly (SliceInfo & { readonly processes: readonly ProcessInfo[] })[];
 }
 
-/** AMD SMI as the addon loaded it (looked for only where NVML has no card). */
+/** AMD SMI as the addon loaded it. */
 export interface AmdSmiStatus {
   readonly available: boolean;
-  /** Why not, or null; also null when it was not looked for (NVML has cards). */
+  /** Why not, or null; also null when it was not looked for (no addon). */
   readonly reason: string | null;
   /** The library loaded, and its version ("26.1.0"), or null. */
   readonly library: string | null;
@@ -165,7 +165,7 @@ export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
       devices.push(hostDevice(index, info, smi, info.ok ? await hostMig(binding, index) : null));
     }
   }
-  const amdsmi = await amdHost(deps, binding, devices.length === 0, smi);
+  const amdsmi = await amdHost(deps, binding, smi);
   devices.push(...amdsmi.devices);
   debug(
     "host: addon %s, nvml %s, %d device(s), smi %s",
@@ -178,15 +178,14 @@ export async function probeHostWith(deps: HostDeps): Promise<HostReport> {
   return { addon, nvml: nvml.status, amdsmi: amdsmi.status, smi, smiPower, devices };
 }
 
-/** AMD SMI's cards, looked for where NVML has none (`look`). */
+/** AMD SMI's cards (on a host with NVIDIA's too, each is named by its UUID). */
 async function amdHost(
   deps: HostDeps,
   binding: GiulBinding | null,
-  look: boolean,
   smi: SmiStatus,
 ): Promise<{ status: AmdSmiStatus; devices: HostDevice[] }> {
   const none = { available: false, library: null, version: null, deviceCount: 0 };
-  if (!look || binding === null) return { status: { ...none, reason: null }, devices: [] };
+  if (binding === null) return { status: { ...none, reason: null }, devices: [] };
   const amd = await amdState(deps);
   if (!amd.ok) return { status: { ...none, reason: amd.reason }, devices: [] };
   const devices: HostDevice[] = [];

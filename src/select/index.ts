@@ -1,5 +1,5 @@
 import { type ResolvedNode, withFoundIndex } from "../rules/node.js";
-import type { CardReader } from "../track/card.js";
+import { type CardReader, vendorIndex } from "../track/card.js";
 import type { BackendDescriptor, CardCapabilities } from "../track/descriptor.js";
 import type { Track } from "../track/track.js";
 import { Backoff } from "../vocabulary/backoff.js";
@@ -41,6 +41,10 @@ export interface Selection {
   readonly noKeyReason?: string | null;
   /** The node names a MIG slice of a card that is not in MIG mode: why (a configuration error). */
   readonly notASlice?: string;
+  /** The node names a card by index on a host with both vendors' cards: why (a configuration error). */
+  readonly ambiguousIndex?: string;
+  /** The card is on a host with both vendors' cards (found by UUID): why an index would not do. */
+  readonly mixedHost?: string;
 }
 
 /** The UUID of a selection's card, where it is one (not a simulated card's name nor an index). */
@@ -56,7 +60,7 @@ export function cardOf(
 ): { readonly index: number | null; readonly uuid: string | null } {
   const index = nodeAtCard(node).gpuIndex;
   const uuid = cardUuid(selection, node) ?? node.cards[0]?.gpuUuid ?? null;
-  return { index: index < 0 ? null : index, uuid };
+  return { index: index < 0 ? null : vendorIndex(index), uuid };
 }
 
 /** Forced backends already known not to work, by card: forNode can refuse them at once. */
@@ -155,7 +159,13 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
   }
   const key = cacheKey(node, forced);
   const hit = cache.get(key);
-  if (hit !== undefined && usable(node, hit)) return hit.selection;
+  if (hit !== undefined && usable(node, hit)) {
+    // The card of this index was found by a UUID on a host with both vendors': not for an index.
+    const mixedHost = hit.settled?.mixedHost;
+    return mixedHost !== undefined && !foundByUuid(node)
+      ? Promise.resolve(ambiguous(mixedHost))
+      : hit.selection;
+  }
 
   const entry: CacheEntry = {
     selection: Promise.resolve(null as unknown as Selection),
@@ -173,6 +183,8 @@ export function select(node: ResolvedNode, forced: BackendName | null): Promise<
     }
     debug("node %s: backend %s%s", node.name, sel.backend, sel.reason ? ` (${sel.reason})` : "");
     entry.settled = sel;
+    // A refusal for an index on a mixed host is the node's, not the card's: a UUID finds it anew.
+    if (sel.ambiguousIndex !== undefined && cache.get(key) === entry) cache.delete(key);
     return sel;
   });
   (entry as { selection: Promise<Selection> }).selection = selection;
@@ -191,7 +203,19 @@ export function selectNow(node: ResolvedNode, forced: BackendName | null): Selec
     node = at;
   }
   const hit = cache.get(cacheKey(node, forced));
-  return hit !== undefined && hit.settled !== null && usable(node, hit) ? hit.settled : null;
+  if (hit === undefined || hit.settled === null || !usable(node, hit)) return null;
+  const mixedHost = hit.settled.mixedHost;
+  return mixedHost !== undefined && !foundByUuid(node) ? ambiguous(mixedHost) : hit.settled;
+}
+
+/** A local node whose card was named by UUID (and found at its index). */
+function foundByUuid(node: ResolvedNode): boolean {
+  return (node.cards[0]?.gpuUuid ?? null) !== null;
+}
+
+/** The refusal of a card named by index on a host with both vendors' cards. */
+function ambiguous(reason: string): Selection {
+  return { backend: "none", track: null, reason, ambiguousIndex: reason };
 }
 
 function cacheKey(node: ResolvedNode, forced: BackendName | null): string {
@@ -217,6 +241,9 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
       return open(remote, node, null);
     }
     const caps = await localCapabilities(node.gpuIndex);
+    // A card found by its UUID is no longer ambiguous: the index is the one it was found at.
+    const mixedHost = caps.ambiguousIndex;
+    if (mixedHost !== undefined && !foundByUuid(node)) return ambiguous(mixedHost);
     const chosen = forced === null ? firstServing(node, caps) : descriptorOf(forced);
     if (forced !== null && forced !== "none" && !(chosen?.canServe(node, caps) ?? false)) {
       const why = caps.reason ?? `the card does not offer what ${forced} needs`;
@@ -231,7 +258,8 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
         reason: caps.reason ?? `no way to read card ${node.gpuIndex}'s power`,
       };
     }
-    return open(chosen, node, caps);
+    const opened = open(chosen, node, caps);
+    return mixedHost === undefined ? opened : { ...opened, mixedHost };
   } catch (error) {
     // Metering never fails the caller: a probe that throws is a node we cannot meter.
     return { backend: "none", track: null, reason: `probing the card failed: ${String(error)}` };

@@ -68,4 +68,6 @@ export interface CardCapabilities extends LocalCapabilities {
   readonly driverVersion?: string | null;
   /** Whose card it is: NVIDIA's (read through NVML) or AMD's (through AMD SMI). */
   readonly vendor?: "nvidia" | "amd";
+  /** The host has both vendors' cards and the card was named by index: why that cannot be. */
+  readonly ambiguousIndex?: string;
 }

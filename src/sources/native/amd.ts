@@ -1,6 +1,6 @@
 import type { GiulBinding } from "../../../binding.js";
 import { RingTrack } from "../../ring/ring-track.js";
-import type { CardReader } from "../../track/card.js";
+import { type CardReader, vendorIndex } from "../../track/card.js";
 import type { BackendDescriptor } from "../../track/descriptor.js";
 import {
   type BackendName,
@@ -111,9 +111,10 @@ function amdBackend(counter: boolean): BackendDescriptor {
       // A counter refused at the probe (it disagreed with integrated power) says so in every record.
       const refused = counter ? undefined : caps?.info?.notes?.energyCounter;
       const note = refused === undefined ? null : `the card's energy counter is not used: ${refused}`;
+      const index = vendorIndex(card.gpuIndex);
       return ok({
-        track: amdTrack(loaded.binding, card.gpuIndex, { counter, instantPower, note }),
-        reader: amdCardReader(loaded.binding, card.gpuIndex),
+        track: amdTrack(loaded.binding, index, { counter, instantPower, note }),
+        reader: amdCardReader(loaded.binding, index),
       });
     },
   };

@@ -28,6 +28,7 @@
  */
 
 import { RingTrack } from "../../ring/ring-track.js";
+import { vendorIndex } from "../../track/card.js";
 import type { BackendDescriptor } from "../../track/descriptor.js";
 import type { RingSource, SampleRing } from "../../track/ring.js";
 import { ok, type Result } from "../../vocabulary/measurement.js";
@@ -139,7 +140,7 @@ export const amdSmiCliBackend: BackendDescriptor = {
   open(card) {
     sharedAmd ??= new AmdSmiSampler();
     return ok({
-      track: new RingTrack("amdsmi_cli", new AmdSmiSource(sharedAmd, card.gpuIndex)),
+      track: new RingTrack("amdsmi_cli", new AmdSmiSource(sharedAmd, vendorIndex(card.gpuIndex))),
       reader: null,
     });
   },
