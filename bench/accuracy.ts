@@ -136,6 +136,30 @@ for (const c of cases) {
   console.log(row(c.name, summary));
 }
 
+// AMD Instinct as AMD SMI reads an MI300X: a counter of 2^-16 J counts updated every ms, whole watts.
+const AMD = { ...SAMPLER, amd: true };
+console.log("\n### AMD Instinct-like (1 ms counter of 2^-16 J counts, whole-watt instantaneous power)\n");
+console.log(HEADER);
+for (const [what, power] of [
+  ["steady 262 W", steady(262)],
+  ["square 100↔400 W", SQUARE],
+] as const) {
+  for (const ms of [100, 250, 1000]) {
+    const name = `AMD, ${what}, ${ms} ms ± 5 %`;
+    const card = new SyntheticCard({ power, counterStepMs: 1, powerNoiseW: 3 }, AMD);
+    // Lengths drawn within ±5 %: a length that is an exact multiple of the 1 ms step would make
+    // Zeus's two stale reads cancel, which real requests' lengths never do.
+    const plans = windowPlans(ms >= 1000 ? Math.min(N, 2000) : N, {
+      minMs: ms * 0.95,
+      maxMs: ms * 1.05,
+      seed: SEED,
+    });
+    const summary = summarize(await scoreWindows(card, plans, IDLE_W, { wait: "sample", counterStepMs: 1 }));
+    out[name] = summary;
+    console.log(row(name, summary));
+  }
+}
+
 console.log("\n### By window length and counter step (square wave 100↔400 W, 37 ms half-period)\n");
 console.log(HEADER);
 for (const stepMs of [10, 100, 0]) {

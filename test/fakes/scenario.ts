@@ -513,6 +513,20 @@ export class DeviceTruth {
     return Number(v < 0n ? 0n : v);
   }
 
+  /**
+   * The counter as the libamd_smi double counts it (fake_amdsmi.c): 2^-16 J counts of the energy at
+   * its last update, in mJ; null without one.
+   */
+  amdCounterMj(relNs: number): number | null {
+    const d = this.d;
+    if (!d.counter) return null;
+    const s = counterUpdateMs(d, BigInt(Math.round(relNs)));
+    let jumps = 0n;
+    for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
+    const mj = Number(d.energyOffsetMj) + Number(jumps) + energyMjAt(d, s);
+    return mj <= 0 ? 0 : Math.floor(mj * 65.536) / 65.536;
+  }
+
   /** Field 186 (instantaneous power, held for power_update_ms) at an instant, mW; null without it. */
   instantMw(relNs: number): number | null {
     const d = this.d;

@@ -31,6 +31,11 @@ export interface SamplerModel {
    * began), and its period counts from that read. Default false (periodic reads only).
    */
   readonly readsAtEdges?: boolean;
+  /**
+   * The card is read as AMD SMI reads an MI300X (native/amd_reads.cc): the counter in 2^-16 J
+   * counts, instantaneous power in whole watts (the ring's power quantum 1 W). Default false.
+   */
+  readonly amd?: boolean;
 }
 
 /** How long after an edge the thread asked for a read starts it (ns). */
@@ -59,6 +64,7 @@ export class SyntheticCard {
   private readonly latencyNs: number;
   private readonly readNs: number;
   private readonly readsAtEdges: boolean;
+  private readonly amd: boolean;
   /** Next tick to write, when it starts, and where the period counts from. */
   private k = 0;
   private nextStart = 0;
@@ -78,8 +84,10 @@ export class SyntheticCard {
     this.latencyNs = (sampler.latencyUs ?? 200) * 1e3;
     this.readNs = (sampler.readUs ?? 30) * 1e3;
     this.readsAtEdges = sampler.readsAtEdges ?? false;
+    this.amd = sampler.amd ?? false;
     this.nextStart = this.periodicStart(0);
-    this.ring = new JsRing({ epochNs: EPOCH, periodNs: this.periodNs, capacity: 16384 });
+    const powerQuantumMw = this.amd ? 1000 : 1;
+    this.ring = new JsRing({ epochNs: EPOCH, periodNs: this.periodNs, capacity: 16384, powerQuantumMw });
     const counter = device.counter ?? true;
     const source: RingSource = {
       column: counter ? "energy" : "integral",
@@ -90,7 +98,8 @@ export class SyntheticCard {
       close: () => {},
       describeError: (code) => `error ${code}`,
     };
-    this.track = new RingTrack(counter ? "nvml_counter" : "nvml_sampler", source, () => this.now);
+    const backend = this.amd ? (counter ? "amdsmi_counter" : "amdsmi_sampler") : counter ? "nvml_counter" : "nvml_sampler";
+    this.track = new RingTrack(backend, source, () => this.now);
     this.track.retain(this.periodNs / 1e6);
   }
 
@@ -164,8 +173,10 @@ export class SyntheticCard {
     const r = this.readNs;
     this.lastT = start + r / 2;
     // Each value belongs to some instant inside its call.
-    const counter = this.truth.counterMj(start + hash01(k, 2) * r);
-    const power = this.truth.sampledPowerMw(start + r + hash01(k, 3) * r);
+    const counterAt = start + hash01(k, 2) * r;
+    const counter = this.amd ? this.truth.amdCounterMj(counterAt) : this.truth.counterMj(counterAt);
+    const mw = this.truth.sampledPowerMw(start + r + hash01(k, 3) * r);
+    const power = this.amd && mw !== null ? Math.round(mw / 1000) * 1000 : mw;
     this.ring.push(
       EPOCH + BigInt(Math.round(start + r / 2)),
       counter ?? Number.NaN,
