@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shared_load.h"
+
 namespace giul {
 namespace {
 
@@ -54,21 +56,9 @@ const char* StatusName(int status) {
   }
 }
 
-/// As NvmlLibrary's: one load at a time; a library that loaded is kept (and never freed).
-struct LoadState {
-  std::mutex load_mutex;
-  std::mutex state_mutex;
-  std::optional<AmdSmiLibrary::Outcome> last;  // guarded by state_mutex
-  uint64_t loads = 0;                          // guarded by state_mutex
-};
-
-LoadState& State() {
-  static auto* state = new LoadState();
+SharedLoad<AmdSmiLibrary>& State() {
+  static auto* state = new SharedLoad<AmdSmiLibrary>();
   return *state;
-}
-
-bool Succeeded(const AmdSmiLibrary::Outcome& outcome) {
-  return std::holds_alternative<std::shared_ptr<const AmdSmiLibrary>>(outcome);
 }
 
 Failure AmdFailure(Failure::Code code, std::optional<int> status, std::string reason) {
@@ -199,35 +189,9 @@ AmdSmiLibrary::Outcome AmdSmiLibrary::LoadFrom(const std::string& path, bool nam
   return std::shared_ptr<const AmdSmiLibrary>(std::move(lib));
 }
 
-AmdSmiLibrary::Outcome AmdSmiLibrary::Load() {
-  LoadState& state = State();
-  uint64_t seen = 0;
-  {
-    std::lock_guard<std::mutex> lock(state.state_mutex);
-    if (state.last && Succeeded(*state.last)) {
-      return *state.last;
-    }
-    seen = state.loads;
-  }
-  std::lock_guard<std::mutex> loading(state.load_mutex);
-  {
-    std::lock_guard<std::mutex> lock(state.state_mutex);
-    if (state.loads != seen && state.last) {
-      return *state.last;
-    }
-  }
-  Outcome outcome = LoadOnce();
-  std::lock_guard<std::mutex> lock(state.state_mutex);
-  state.last = outcome;
-  ++state.loads;
-  return outcome;
-}
+AmdSmiLibrary::Outcome AmdSmiLibrary::Load() { return State().Load(LoadOnce); }
 
-std::optional<AmdSmiLibrary::Outcome> AmdSmiLibrary::Loaded() {
-  LoadState& state = State();
-  std::lock_guard<std::mutex> lock(state.state_mutex);
-  return state.last;
-}
+std::optional<AmdSmiLibrary::Outcome> AmdSmiLibrary::Loaded() { return State().Loaded(); }
 
 /// mJ per count of an accumulator whose library reports `resolution_uj`: the exact 2^-16 J where
 /// it reports the rounded 15.3 µJ (accumulator × 15.3 overstates energy by 0.27 %), its own

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "shared_load.h"
+
 namespace giul {
 namespace {
 
@@ -97,23 +99,9 @@ std::optional<std::string> ReadSystemString(void* symbol, unsigned int size) {
   return buffer;
 }
 
-// What every load shares. Process-wide by design (one NVML per process, shared by every
-// environment) and never freed: a library that loaded stays loaded, so no thread (sampler, NVML
-// call, worker) can see it unloaded under it.
-struct LoadState {
-  std::mutex load_mutex;   // one load at a time; held for as long as a load takes (seconds)
-  std::mutex state_mutex;  // held only to read or publish `last`
-  std::optional<NvmlLibrary::Outcome> last;  // guarded by state_mutex
-  uint64_t loads = 0;                        // guarded by state_mutex: loads finished
-};
-
-LoadState& State() {
-  static auto* state = new LoadState();
+SharedLoad<NvmlLibrary>& State() {
+  static auto* state = new SharedLoad<NvmlLibrary>();
   return *state;
-}
-
-bool Succeeded(const NvmlLibrary::Outcome& outcome) {
-  return std::holds_alternative<std::shared_ptr<const NvmlLibrary>>(outcome);
 }
 
 }  // namespace
@@ -306,35 +294,10 @@ NvmlLibrary::Outcome NvmlLibrary::LoadOnce() {
 
 NvmlLibrary::Outcome NvmlLibrary::Load() {
   // No std::call_once: it would keep a failure for the life of the process, and a driver loaded
-  // after start-up would never be seen. A failed library is unloaded with its outcome (nothing
-  // holds its symbols); a library that loaded is kept for good.
-  LoadState& state = State();
-  uint64_t seen = 0;
-  {
-    std::lock_guard<std::mutex> lock(state.state_mutex);
-    if (state.last && Succeeded(*state.last)) {
-      return *state.last;
-    }
-    seen = state.loads;
-  }
-  std::lock_guard<std::mutex> loading(state.load_mutex);
-  {
-    std::lock_guard<std::mutex> lock(state.state_mutex);
-    if (state.loads != seen && state.last) {
-      return *state.last;  // a load finished while this call waited for it: share its outcome
-    }
-  }
-  Outcome outcome = LoadOnce();
-  std::lock_guard<std::mutex> lock(state.state_mutex);
-  state.last = outcome;
-  ++state.loads;
-  return outcome;
+  // after start-up would never be seen.
+  return State().Load(LoadOnce);
 }
 
-std::optional<NvmlLibrary::Outcome> NvmlLibrary::Loaded() {
-  LoadState& state = State();
-  std::lock_guard<std::mutex> lock(state.state_mutex);
-  return state.last;
-}
+std::optional<NvmlLibrary::Outcome> NvmlLibrary::Loaded() { return State().Loaded(); }
 
 }  // namespace giul

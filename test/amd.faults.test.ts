@@ -1,7 +1,6 @@
-import { spawnSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
-import { amdEnv, amdSpec } from "./fakes/amd-scenario.js";
-import { amdReady, DIST } from "./fakes/paths.js";
+import { amdEnv, amdSpec, type ChildWindow, windowsInChild } from "./fakes/amd-scenario.js";
+import { amdReady } from "./fakes/paths.js";
 import { Scenario, type ScenarioSpec } from "./fakes/scenario.js";
 import { squareWave } from "./fakes/waves.js";
 
@@ -17,49 +16,13 @@ afterAll(() => {
   for (const sc of scenarios) sc.remove();
 });
 
-interface Window {
-  backend: string;
-  method: string;
-  joules: number | null;
-  bar: number | null;
-  reason: string | null;
-  open: string;
-  close: string;
-}
+type Window = ChildWindow;
 
 /** Runs windows of `ms` (after a warm-up window) in a fresh process on the scenario. */
 function windows(spec: ScenarioSpec, ms: readonly number[], env: Record<string, string> = {}) {
   const sc = new Scenario(amdSpec(spec));
   scenarios.push(sc);
-  const code = `
-    const { Meter } = await import(process.env.TEST_DIST);
-    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-    const node = { name: "mi300x", gpuIndex: 0, idleW: ${IDLE_W} };
-    const warm = await Meter.forNode(node).open();
-    await sleep(300);
-    await warm.close();
-    const out = [];
-    for (const ms of ${JSON.stringify(ms)}) {
-      const m = await Meter.forNode(node).open();
-      await sleep(ms);
-      await m.close();
-      const e = m.result();
-      const t = m.edgeTimes();
-      out.push({ backend: e.backend, method: e.method, joules: e.joules, bar: e.uncertaintyJoules,
-        reason: e.reason, open: String(t.open), close: String(t.close) });
-    }
-    console.log(JSON.stringify(out));`;
-  const ran = spawnSync(process.execPath, ["--input-type=module", "-e", code], {
-    env: { ...process.env, ...amdEnv(sc), TEST_DIST: DIST, GIUL_BACKEND: "", ...env },
-    encoding: "utf8",
-    timeout: 30_000,
-  });
-  if (ran.status !== 0) throw new Error(`the child exited ${ran.status}: ${ran.stderr}`);
-  const got = JSON.parse(ran.stdout) as Window[];
-  const truth = (w: Window) =>
-    sc.energyJ(0, BigInt(w.open), BigInt(w.close)) -
-    (IDLE_W * Number(BigInt(w.close) - BigInt(w.open))) / 1e9;
-  return { sc, got, truth };
+  return { sc, ...windowsInChild(sc, { ...amdEnv(sc), ...env }, ms, { idleW: IDLE_W, warmMs: 300 }) };
 }
 
 describe.runIf(amdReady())("AMD SMI's faults and units", () => {

@@ -37,12 +37,10 @@ import { idlePeriodMs, RingLinger } from "./linger.js";
 import { RingWaits } from "./waits.js";
 
 /**
- * The window arithmetic shared by every sampling backend (the native thread's ring, the
- * nvidia-smi sampler's, a polled agent's): edges evaluated from the samples around them
- * (./edge.ts: the energy counter fused with power, ./fusion.ts, or an integral of power
- * interpolated), spans as the difference of a cumulative quantity, quality and faults over the
- * samples in between, bounded by ./uncertainty.ts. Only the source of samples (./ring.ts) differs. How
- * long a window waits for the samples, and what a stalled sampler costs, is ./waits.ts.
+ * The window arithmetic shared by every sampling backend (native threads', the smi samplers', a
+ * polled agent's): edges from the samples around them (./edge.ts: the counter fused with power,
+ * ./fusion.ts, or an integral of power interpolated), spans as the difference of a cumulative
+ * quantity with the faults between, bounded by ./uncertainty.ts; waits and stalls: ./waits.ts.
  */
 
 export class RingTrack implements Track, TrackReadings {

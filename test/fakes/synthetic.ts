@@ -98,7 +98,13 @@ export class SyntheticCard {
       close: () => {},
       describeError: (code) => `error ${code}`,
     };
-    const backend = this.amd ? (counter ? "amdsmi_counter" : "amdsmi_sampler") : counter ? "nvml_counter" : "nvml_sampler";
+    const backend = this.amd
+      ? counter
+        ? "amdsmi_counter"
+        : "amdsmi_sampler"
+      : counter
+        ? "nvml_counter"
+        : "nvml_sampler";
     this.track = new RingTrack(backend, source, () => this.now);
     this.track.retain(this.periodNs / 1e6);
   }

@@ -1,18 +1,10 @@
-import type { GiulBinding } from "../../../binding.js";
+import type { GiulBinding, NativeFailure } from "../../../binding.js";
 import { RingTrack } from "../../ring/ring-track.js";
 import { type CardReader, vendorIndex } from "../../track/card.js";
 import type { BackendDescriptor } from "../../track/descriptor.js";
-import {
-  type BackendName,
-  type CardInfo,
-  type CardState,
-  fail,
-  ok,
-  type ProcessRead,
-  type Result,
-} from "../../vocabulary/measurement.js";
+import { type BackendName, fail, ok } from "../../vocabulary/measurement.js";
 import { loadBinding } from "./binding.js";
-import { infoOf, NativeSource, type NativeVendor } from "./descriptor.js";
+import { addonCardReader, NativeSource, type NativeVendor } from "./descriptor.js";
 
 /**
  * AMD Instinct cards through the addon's AMD SMI backend: the same sampling thread and ring as
@@ -60,40 +52,16 @@ export function amdTrack(
 
 /** Contention checks and probeNode through AMD SMI, off the JS thread (as nvmlCardReader). */
 export function amdCardReader(binding: GiulBinding, index: number): CardReader {
-  const readProcesses = async (): Promise<ProcessRead> => {
-    const tNs = process.hrtime.bigint();
-    try {
-      if (binding.amdProcesses === undefined) return { ok: false, tNs, reason: "the addon has no AMD SMI" };
-      const list = await binding.amdProcesses(index, { keepAlive: false });
-      if (!list.ok) return { ok: false, tNs, reason: list.reason };
-      return {
-        ok: true,
-        tNs,
-        processes: list.processes.map((p) => ({ pid: p.pid, name: p.name, usedMib: p.usedMib })),
-      };
-    } catch (error) {
-      return { ok: false, tNs, reason: `reading the process list failed: ${String(error)}` };
-    }
+  const absent: NativeFailure = {
+    ok: false,
+    code: "AMDSMI_CALL_FAILED",
+    nvmlReturn: null,
+    reason: "the giul addon predates AMD SMI",
   };
-  const readInfo = async (): Promise<Result<CardInfo>> => {
-    try {
-      if (binding.amdDeviceInfo === undefined) return fail("the addon has no AMD SMI");
-      const info = await binding.amdDeviceInfo(index, { keepAlive: false });
-      return info.ok ? ok(infoOf(info)) : fail(info.reason);
-    } catch (error) {
-      return fail(`reading the card failed: ${String(error)}`);
-    }
-  };
-  return {
-    readProcesses,
-    readInfo,
-    async readState(): Promise<Result<CardState>> {
-      const [info, procs] = await Promise.all([readInfo(), readProcesses()]);
-      if (!info.ok) return info;
-      if (!procs.ok) return fail(procs.reason);
-      return ok({ ...info.value, computeApps: procs.processes });
-    },
-  };
+  return addonCardReader({
+    info: () => binding.amdDeviceInfo?.(index, { keepAlive: false }) ?? Promise.resolve(absent),
+    processes: () => binding.amdProcesses?.(index, { keepAlive: false }) ?? Promise.resolve(absent),
+  });
 }
 
 function amdBackend(counter: boolean): BackendDescriptor {

@@ -1,4 +1,11 @@
-import type { DeviceInfo, GiulBinding, NativeSampler, RingLayout } from "../../../binding.js";
+import type {
+  DeviceInfo,
+  GiulBinding,
+  NativeFailure,
+  NativeSampler,
+  ProcessList,
+  RingLayout,
+} from "../../../binding.js";
 import { RingTrack } from "../../ring/ring-track.js";
 import type { CardReader } from "../../track/card.js";
 import type { BackendDescriptor } from "../../track/descriptor.js";
@@ -6,6 +13,7 @@ import type { RingSource, Sample, SampleRing } from "../../track/ring.js";
 import type { BackendName } from "../../vocabulary/measurement.js";
 import {
   type CardInfo,
+  type CardSlices,
   type CardState,
   fail,
   ok,
@@ -218,15 +226,22 @@ export function nvmlTrack(
   return new RingTrack(backend, new NativeSource(binding, index, options.counter, !options.instantPower));
 }
 
+/** The addon's reads of one card (NVML's or AMD SMI's calls), for {@link addonCardReader}. */
+export interface AddonCalls {
+  info(): Promise<DeviceInfo | NativeFailure>;
+  processes(): Promise<ProcessList | NativeFailure>;
+  slices?(): Promise<Result<CardSlices>>;
+}
+
 /**
- * Contention checks and probeNode through NVML, off the JS thread (the addon's threads). The reads
+ * Contention checks and probeNode through the addon, off the JS thread (its threads). The reads
  * do not keep the event loop alive: whoever waits for one bounds the wait with a timer of its own.
  */
-export function nvmlCardReader(binding: GiulBinding, index: number): CardReader {
+export function addonCardReader(calls: AddonCalls): CardReader {
   const readProcesses = async (): Promise<ProcessRead> => {
     const tNs = process.hrtime.bigint();
     try {
-      const list = await binding.computeProcesses(index, { keepAlive: false });
+      const list = await calls.processes();
       if (!list.ok) return { ok: false, tNs, reason: list.reason };
       return {
         ok: true,
@@ -243,7 +258,7 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
   };
   const readInfo = async (): Promise<Result<CardInfo>> => {
     try {
-      const info = await binding.deviceInfo(index, { keepAlive: false });
+      const info = await calls.info();
       return info.ok ? ok(infoOf(info)) : fail(info.reason);
     } catch (error) {
       return fail(`reading the card failed: ${String(error)}`);
@@ -252,7 +267,7 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
   return {
     readProcesses,
     readInfo,
-    readSlices: () => cardSlices(binding, index),
+    ...(calls.slices === undefined ? {} : { readSlices: calls.slices }),
     async readState(): Promise<Result<CardState>> {
       const [info, procs] = await Promise.all([readInfo(), readProcesses()]);
       if (!info.ok) return info;
@@ -260,6 +275,15 @@ export function nvmlCardReader(binding: GiulBinding, index: number): CardReader 
       return ok({ ...info.value, computeApps: procs.processes });
     },
   };
+}
+
+/** An NVIDIA card's reader through NVML. */
+export function nvmlCardReader(binding: GiulBinding, index: number): CardReader {
+  return addonCardReader({
+    info: () => binding.deviceInfo(index, { keepAlive: false }),
+    processes: () => binding.computeProcesses(index, { keepAlive: false }),
+    slices: () => cardSlices(binding, index),
+  });
 }
 
 export function infoOf(info: DeviceInfo): CardInfo {

@@ -92,12 +92,14 @@ static void metric(int last) {
     printf("    {\n        \"gpu\": %d,\n        \"power\": {\n", i);
     power_info_t p;
     memset(&p, 0, sizeof p);
-    if (amd.power(gpus[i], &p) == 0 && (p.current_socket_power != 0xFFFFFFFFu ||
-                                        p.average_socket_power != 0xFFFFFFFFu)) {
-      uint32_t w = p.current_socket_power != 0xFFFFFFFFu ? p.current_socket_power
-                                                          : p.average_socket_power;
-      printf("            \"socket_power\": {\n                \"value\": %u,\n"
-             "                \"unit\": \"W\"\n            },\n", w);
+    if (amd.power(gpus[i], &p) == 0 &&
+        (p.current_socket_power != 0xFFFFFFFFu || p.average_socket_power != 0xFFFFFFFFu)) {
+      uint32_t w =
+          p.current_socket_power != 0xFFFFFFFFu ? p.current_socket_power : p.average_socket_power;
+      printf(
+          "            \"socket_power\": {\n                \"value\": %u,\n"
+          "                \"unit\": \"W\"\n            },\n",
+          w);
     } else {
       printf("            \"socket_power\": \"N/A\",\n");
     }
@@ -106,10 +108,11 @@ static void metric(int last) {
     float res = 0;
     if (amd.energy(gpus[i], &acc, &res, &ts) == 0) {
       double j = round3(round3((double)acc * (double)res) / 1000000.0);
-      printf("        \"energy\": {\n            \"total_energy_consumption\": {\n"
-             "                \"value\": %.3f,\n                \"unit\": \"J\"\n            }\n"
-             "        }\n",
-             j);
+      printf(
+          "        \"energy\": {\n            \"total_energy_consumption\": {\n"
+          "                \"value\": %.3f,\n                \"unit\": \"J\"\n            }\n"
+          "        }\n",
+          j);
     } else {
       printf("        \"energy\": \"N/A\"\n");
     }
