@@ -16,6 +16,13 @@ const sc = amdScenarioForThisProcess({
       memUsedMib: 2048,
       procs: [{ pid: 4242, usedMib: 2048, name: "vllm serve" }],
     },
+    // A second card of a tensor-parallel pair, with a tenant of its own (contention).
+    {
+      name: "AMD Instinct MI300X",
+      power: 320,
+      powerNoiseW: 3,
+      procs: [{ pid: 5151, usedMib: 4096, name: "someone-elses-job" }],
+    },
   ],
 });
 
@@ -80,6 +87,39 @@ describe.runIf(amdReady())("Meter on an AMD card (amdsmi_counter)", () => {
     } finally {
       collection.disable();
     }
+  });
+
+  it("one window over both cards (tensor parallel) takes each card's energy, and sums them", async () => {
+    const pair = { name: "tp", gpuIndex: [0, 1], idleW: IDLE_W };
+    const warm = await Meter.forNode(pair).open();
+    await sleep(300);
+    await warm.close();
+    const m = await Meter.forNode(pair).open();
+    await sleep(400);
+    await m.close();
+    const e = m.result();
+    const t = m.edgeTimes();
+    const [open, close] = [t.open as bigint, t.close as bigint];
+    const truth =
+      truthAbove(open, close) + sc.energyJ(1, open, close) - (IDLE_W * Number(close - open)) / 1e9;
+    expect(e.backend).toBe("amdsmi_counter");
+    expect(e.method, e.reason ?? "").toBe("sampled");
+    expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
+    expect(e.cards?.map((c) => [c.index, c.uuid])).toEqual([
+      [0, "1fff74a1-0000-1000-80a1-000000000000"],
+      [1, "1fff74a1-0000-1000-80a1-000000000001"],
+    ]);
+  });
+
+  it("a tenant on a card is contention, read through AMD SMI's process list", async () => {
+    const shared = { name: "shared", gpuIndex: 1, idleW: IDLE_W, servingMatch: "vllm" };
+    const m = await Meter.forNode(shared).open();
+    await sleep(200);
+    await m.close();
+    const e = m.result();
+    expect(e.contended).toBe(true);
+    expect(e.contendedBy).toEqual([{ pid: 5151, name: "someone-elses-job", usedMib: 4096 }]);
+    expect(e.method).not.toBe("sampled");
   });
 
   it("reads the card's state through AMD SMI (probeNode)", async () => {
