@@ -106,6 +106,11 @@ export interface DeviceInfo {
   readonly powerLimitW: number | null;
   /** Why a field is null or a feature false, per field name, for diagnosis. */
   readonly notes: Readonly<Record<string, string>>;
+  /**
+   * AMD: this card is one die of an MI250 pair whose energy one counter counts: the other die, and
+   * whether this die's counter is that one (absent otherwise).
+   */
+  readonly counterPair?: { readonly partner: number; readonly reports: boolean };
 }
 
 export interface NativeProcess {

@@ -1,6 +1,7 @@
 #include "amd_device_reader.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -23,7 +24,7 @@ Failure AmdCallFailed(const char* call, int status) {
 /// Counter checks already made, by card: a card's counter is checked once per process.
 struct CheckCache {
   std::mutex mutex;
-  std::map<unsigned int, std::optional<std::string>> verdicts;
+  std::map<unsigned int, AmdCounterVerdict> verdicts;
 };
 
 CheckCache& Checks() {
@@ -38,13 +39,62 @@ std::optional<double> Watts(uint32_t value) {
   return static_cast<double>(value);
 }
 
+/// mJ of a die's counter, or why it could not be read.
+double CounterMj(const AmdSmiLibrary& lib, amdsmi::Handle handle, bool* ok) {
+  uint64_t accumulator = 0;
+  uint64_t timestamp = 0;
+  float resolution = 0;
+  *ok = handle != nullptr && lib.get_energy != nullptr && lib.Call([&] {
+    return lib.get_energy(handle, &accumulator, &resolution, &timestamp);
+  }) == amdsmi::kSuccess;
+  return static_cast<double>(accumulator) * AmdMjPerCount(resolution);
+}
+
+/// mW of a die's socket power (current, else average), or why it could not be read.
+double PowerMw(const AmdSmiLibrary& lib, amdsmi::Handle handle, bool* ok) {
+  amdsmi::PowerInfo power{};
+  *ok = handle != nullptr && lib.get_power_info != nullptr &&
+        lib.Call([&] { return lib.get_power_info(handle, &power); }) == amdsmi::kSuccess;
+  std::optional<double> w = Watts(power.current_socket_power);
+  if (!w) {
+    w = Watts(power.average_socket_power);
+  }
+  *ok = *ok && w.has_value();
+  return w.value_or(0) * 1000.0;
+}
+
 }  // namespace
 
 bool AmdCounterRefused(unsigned int index) {
   CheckCache& cache = Checks();
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto it = cache.verdicts.find(index);
-  return it != cache.verdicts.end() && it->second.has_value();
+  return it != cache.verdicts.end() && it->second.refused.has_value();
+}
+
+void DieReads::Start(const AmdSmiLibrary& lib) {
+  if (handle == nullptr) {
+    counter_ok = power_ok = false;
+    return;
+  }
+  first_mj = CounterMj(lib, handle, &counter_ok);
+  prev_mw = PowerMw(lib, handle, &power_ok);
+}
+
+void DieReads::Step(const AmdSmiLibrary& lib, int64_t dt_ns) {
+  if (!Usable()) {
+    return;
+  }
+  const double mw = PowerMw(lib, handle, &power_ok);
+  integral_mj += (prev_mw + mw) / 2 * static_cast<double>(dt_ns) / 1e9;
+  prev_mw = mw;
+}
+
+void DieReads::Finish(const AmdSmiLibrary& lib) {
+  if (handle == nullptr || !counter_ok) {
+    return;
+  }
+  counted_mj = CounterMj(lib, handle, &counter_ok) - first_mj;
 }
 
 AmdDeviceReader::AmdDeviceReader(std::shared_ptr<const AmdSmiLibrary> library)
@@ -108,10 +158,14 @@ Result<DeviceInfoData> AmdDeviceReader::ReadInfo(unsigned int index) const {
     amdsmi::Status r =
         lib.Call([&] { return lib.get_energy(handle, &accumulator, &resolution, &timestamp); });
     if (r == amdsmi::kSuccess) {
-      std::optional<std::string> refused = CheckCounter(index);
-      info.energy_counter = !refused.has_value();
-      if (refused) {
-        info.notes.emplace_back("energyCounter", *refused);
+      AmdCounterVerdict verdict = CheckCounter(index);
+      info.energy_counter = !verdict.refused.has_value();
+      if (verdict.refused) {
+        info.notes.emplace_back("energyCounter", *verdict.refused);
+      }
+      if (verdict.partner) {
+        info.pair_partner = verdict.partner;
+        info.pair_reports = verdict.reports;
       }
     } else {
       info.notes.emplace_back(
@@ -121,7 +175,7 @@ Result<DeviceInfoData> AmdDeviceReader::ReadInfo(unsigned int index) const {
   return info;
 }
 
-std::optional<std::string> AmdDeviceReader::CheckCounter(unsigned int index) const {
+AmdCounterVerdict AmdDeviceReader::CheckCounter(unsigned int index) const {
   CheckCache& cache = Checks();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -131,54 +185,70 @@ std::optional<std::string> AmdDeviceReader::CheckCounter(unsigned int index) con
     }
   }
   const AmdSmiLibrary& lib = *library_;
-  amdsmi::Handle handle = lib.handle(index);
-  auto counter_mj = [&](bool* ok) {
-    uint64_t accumulator = 0;
-    uint64_t timestamp = 0;
-    float resolution = 0;
-    *ok = lib.Call([&] { return lib.get_energy(handle, &accumulator, &resolution, &timestamp); }) ==
-          amdsmi::kSuccess;
-    return static_cast<double>(accumulator) * AmdMjPerCount(resolution);
-  };
-  auto power_mw = [&](bool* ok) {
-    amdsmi::PowerInfo power{};
-    *ok = lib.get_power_info != nullptr &&
-          lib.Call([&] { return lib.get_power_info(handle, &power); }) == amdsmi::kSuccess;
-    std::optional<double> w = Watts(power.current_socket_power);
-    if (!w) {
-      w = Watts(power.average_socket_power);
-    }
-    *ok = *ok && w.has_value();
-    return w.value_or(0) * 1000.0;
-  };
-  bool ok = true;
-  bool power_ok = true;
-  const double first = counter_mj(&ok);
-  double integral_mj = 0;
-  double prev_mw = power_mw(&power_ok);
+  // The die and the other die of its pair (MI250: 2k and 2k + 1), read over the same span.
+  const unsigned int partner = index ^ 1U;
+  DieReads dies[2];
+  dies[0].handle = lib.handle(index);
+  dies[1].handle = partner < lib.info().device_count ? lib.handle(partner) : nullptr;
+  for (DieReads& die : dies) {
+    die.Start(lib);
+  }
   int64_t prev_t = MonotonicNs();
-  for (int waited = 0; ok && power_ok && waited < kCheckMs; waited += kCheckStepMs) {
+  for (int waited = 0; dies[0].Usable() && waited < kCheckMs; waited += kCheckStepMs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kCheckStepMs));
-    const double mw = power_mw(&power_ok);
     const int64_t t = MonotonicNs();
-    integral_mj += (prev_mw + mw) / 2 * static_cast<double>(t - prev_t) / 1e9;
-    prev_mw = mw;
+    for (DieReads& die : dies) {
+      die.Step(lib, t - prev_t);
+    }
     prev_t = t;
   }
-  const double counted = counter_mj(&ok) - first;
-  std::optional<std::string> verdict;
-  if (!ok) {
-    verdict = "the energy counter could not be read twice in a row";
-  } else if (power_ok && integral_mj > 0) {
-    const double ratio = counted / integral_mj;
-    if (!(ratio >= kMinRatio && ratio <= kMaxRatio)) {
-      verdict = "the energy counter disagrees with integrated power (it counted " +
-                std::to_string(static_cast<int>(ratio * 100 + 0.5)) + " % of it over " +
-                std::to_string(kCheckMs) + " ms; 67 %–150 % is accepted)";
-    }
+  for (DieReads& die : dies) {
+    die.Finish(lib);
   }
+  AmdCounterVerdict verdict = Judge(dies[0], dies[1], partner);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.verdicts.emplace(index, verdict);
+  return verdict;
+}
+
+AmdCounterVerdict AmdDeviceReader::Judge(const DieReads& self, const DieReads& other,
+                                         unsigned int partner) {
+  auto within = [](double ratio) { return ratio >= kMinRatio && ratio <= kMaxRatio; };
+  // How far a ratio is from 1, either way: which of two readings of a counter fits it better.
+  auto off = [](double ratio) { return ratio > 0 ? std::fabs(std::log(ratio)) : INFINITY; };
+  AmdCounterVerdict verdict;
+  if (!self.counter_ok) {
+    verdict.refused = "the energy counter could not be read twice in a row";
+    return verdict;
+  }
+  if (!self.power_ok || !(self.integral_mj > 0)) {
+    return verdict;  // no power to check it against: the counter is taken as it is
+  }
+  const double ratio = self.counted_mj / self.integral_mj;
+  if (other.Usable() && other.integral_mj > 0) {
+    // MI250: one die's counter counts the pair's energy, the other's none of its own. Taken so
+    // only where that fits the counters better than each counting its own die.
+    const double pair = self.integral_mj + other.integral_mj;
+    const double self_pair = self.counted_mj / pair;
+    const double other_pair = other.counted_mj / pair;
+    const double other_own = other.counted_mj / other.integral_mj;
+    if (other.counted_mj < 0.1 * pair && within(self_pair) && off(self_pair) < off(ratio)) {
+      verdict.partner = partner;
+      verdict.reports = true;
+      return verdict;
+    }
+    if (self.counted_mj < 0.1 * pair && within(other_pair) && off(other_pair) < off(other_own)) {
+      verdict.partner = partner;
+      verdict.refused = "it counts nothing of its own: die " + std::to_string(partner) +
+                        "'s counter counts the energy of both dies (an MI250 die pair)";
+      return verdict;
+    }
+  }
+  if (!within(ratio)) {
+    verdict.refused = "the energy counter disagrees with integrated power (it counted " +
+                      std::to_string(static_cast<int>(ratio * 100 + 0.5)) + " % of it over " +
+                      std::to_string(kCheckMs) + " ms; 67 %–150 % is accepted)";
+  }
   return verdict;
 }
 

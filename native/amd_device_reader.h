@@ -9,6 +9,30 @@
 
 namespace giul {
 
+/// What the counter check found of one card: its counter refused (why), or used; and, for an
+/// MI250 die pair, the other die and whether this die's counter counts both (`reports`).
+struct AmdCounterVerdict {
+  std::optional<std::string> refused;
+  std::optional<unsigned int> partner;
+  bool reports = false;
+};
+
+/// One die's reads over the counter check.
+struct DieReads {
+  amdsmi::Handle handle = nullptr;
+  bool counter_ok = true;
+  bool power_ok = true;
+  double first_mj = 0;
+  double counted_mj = 0;
+  double integral_mj = 0;
+  double prev_mw = 0;
+
+  bool Usable() const { return handle != nullptr && counter_ok && power_ok; }
+  void Start(const AmdSmiLibrary& lib);
+  void Step(const AmdSmiLibrary& lib, int64_t dt_ns);
+  void Finish(const AmdSmiLibrary& lib);
+};
+
 class AmdDeviceReader {
  public:
   explicit AmdDeviceReader(std::shared_ptr<const AmdSmiLibrary> library);
@@ -28,9 +52,10 @@ class AmdDeviceReader {
   static constexpr double kMaxRatio = 1.5;
 
  private:
-  /// nullopt when the counter agrees with power (or power cannot be read to check it), else why
-  /// it is not used.
-  std::optional<std::string> CheckCounter(unsigned int index) const;
+  /// The counter of card `index` against its integrated power over kCheckMs, and against the
+  /// power of it and the other die of its pair (index ^ 1) together; checked once per card.
+  AmdCounterVerdict CheckCounter(unsigned int index) const;
+  static AmdCounterVerdict Judge(const DieReads& self, const DieReads& other, unsigned int partner);
 
   std::shared_ptr<const AmdSmiLibrary> library_;
 };

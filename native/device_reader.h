@@ -26,6 +26,10 @@ struct DeviceInfoData {
   bool power_usage = false;
   std::optional<double> power_w;
   std::optional<double> power_limit_w;
+  /// AMD: the other die of an MI250 pair whose energy one counter counts, and whether this die's
+  /// counter is that one.
+  std::optional<unsigned int> pair_partner;
+  bool pair_reports = false;
   std::vector<std::pair<std::string, std::string>> notes;
 };
 

@@ -65,6 +65,12 @@ Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info) {
   out.Set("powerUsage", info.power_usage);
   out.Set("powerW", OrNull(env, info.power_w));
   out.Set("powerLimitW", OrNull(env, info.power_limit_w));
+  if (info.pair_partner) {
+    Napi::Object pair = Napi::Object::New(env);
+    pair.Set("partner", Napi::Number::New(env, *info.pair_partner));
+    pair.Set("reports", info.pair_reports);
+    out.Set("counterPair", pair);
+  }
   Napi::Object notes = Napi::Object::New(env);
   for (const auto& [field, why] : info.notes) {
     notes.Set(field, why);

@@ -270,7 +270,8 @@ async function probe(node: ResolvedNode, forced: BackendName | null): Promise<Se
 function open(backend: BackendDescriptor, node: ResolvedNode, caps: CardCapabilities | null): Selection {
   const opened = backend.open(node, caps);
   if (!opened.ok) return { backend: "none", track: null, reason: opened.reason };
-  if (node.isLocal) {
+  // A die read through its partner's counter is not a card of its own to the exporters.
+  if (node.isLocal && caps?.counterAt === undefined) {
     const known = {
       uuid: caps?.info?.uuid,
       name: caps?.info?.name,
@@ -297,7 +298,7 @@ function cardKeyOf(
 ): { cardKey: string | null; noKeyReason: string | null } {
   if (!node.isLocal) return { cardKey: null, noKeyReason: null };
   if (backend === "simulated") return { cardKey: `simulated-${node.gpuIndex}`, noKeyReason: null };
-  const uuid = caps?.info?.uuid ?? null;
+  const uuid = caps?.cardKey ?? caps?.info?.uuid ?? null;
   if (uuid !== null && uuid !== "") return { cardKey: uuid, noKeyReason: null };
   // Known by its index: the same card to every copy of giul in this environment, not to other
   // processes (CUDA_VISIBLE_DEVICES may number cards otherwise there).

@@ -56,6 +56,12 @@ export interface LocalCapabilities {
   readonly amdPower?: boolean;
   /** An amd-smi tool was found (GIUL_AMD_SMI, PATH, /opt/rocm/bin). */
   readonly amdCli?: boolean;
+  /**
+   * AMD SMI's index of the card whose counter counts this card's energy, where that is another
+   * card's (an MI250 die whose partner's counter counts both), and what records say of it.
+   */
+  readonly counterAt?: number;
+  readonly counterNote?: string;
 }
 
 /** One local card, probed: what it offers, its state, and why NVML cannot read it. */
@@ -66,6 +72,8 @@ export interface CardCapabilities extends LocalCapabilities {
   readonly reason: string | null;
   /** The driver's version as NVML reported it when probed, or null (absent: not probed through NVML). */
   readonly driverVersion?: string | null;
+  /** The key the card is shared by, where not its own UUID (both dies of an MI250 pair: the counter's die's). */
+  readonly cardKey?: string;
   /** Whose card it is: NVIDIA's (read through NVML) or AMD's (through AMD SMI). */
   readonly vendor?: "nvidia" | "amd";
   /** The host has both vendors' cards and the card was named by index: why that cannot be. */

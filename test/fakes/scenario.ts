@@ -169,6 +169,8 @@ export interface DeviceSpec {
   readonly counterResolutionUj?: number;
   /** AMD double: the counter counts this many times the energy (default 1; 0: frozen). */
   readonly counterRate?: number;
+  /** AMD double: the counter also counts this device's energy (an MI250 die that reports both). */
+  readonly energyOf?: number;
 }
 
 export interface LatencySpec {
@@ -370,6 +372,7 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     if (d.amdPower !== undefined) keys.push(`amd_power=${d.amdPower}`);
     n("counter_resolution_uj", d.counterResolutionUj);
     n("counter_rate", d.counterRate);
+    n("energy_of", d.energyOf);
     out.push(`device ${i}${keys.length ? ` ${keys.join(" ")}` : ""}`);
     const pts = powerPoints(d.power);
     out.push(`power ${i} ${pts.map(([t, w]) => `${num("power t", t)} ${num("power W", w)}`).join(" ")}`);

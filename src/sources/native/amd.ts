@@ -78,8 +78,11 @@ function amdBackend(counter: boolean): BackendDescriptor {
       const instantPower = caps?.info?.instantPower ?? false;
       // A counter refused at the probe (it disagreed with integrated power) says so in every record.
       const refused = counter ? undefined : caps?.info?.notes?.energyCounter;
-      const note = refused === undefined ? null : `the card's energy counter is not used: ${refused}`;
-      const index = vendorIndex(card.gpuIndex);
+      const note =
+        caps?.counterNote ??
+        (refused === undefined ? null : `the card's energy counter is not used: ${refused}`);
+      // An MI250 die whose partner's counter counts both is read through that counter.
+      const index = caps?.counterAt ?? vendorIndex(card.gpuIndex);
       return ok({
         track: amdTrack(loaded.binding, index, { counter, instantPower, note }),
         reader: amdCardReader(loaded.binding, index),

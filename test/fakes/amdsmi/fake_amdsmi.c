@@ -99,13 +99,15 @@ static struct amd_handle g_sockets[MAX_DEVICES];
 static struct amd_handle g_gpus[MAX_DEVICES];
 
 /* The accumulator (2^-16 J) at rel_ns: offset and jumps in mJ, the integral times counter_rate,
-   at the counter's last update. */
+   at the counter's last update; with energy_of, the other die's integral too (MI250's pair). */
 static uint64_t accumulator(const device_t* d, long long rel_ns) {
   double s = counter_update_ms(d, rel_ns);
   long long jumps = 0;
   for (int i = 0; i < d->njumps; i++)
     if (d->jumps[i].t_ms <= s) jumps += d->jumps[i].delta_mj;
-  double mj = (double)d->energy_offset_mj + (double)jumps + d->counter_rate * energy_mj(d, s);
+  double e = energy_mj(d, s);
+  if (d->energy_of >= 0 && d->energy_of < g_sc->ndev) e += energy_mj(&g_sc->dev[d->energy_of], s);
+  double mj = (double)d->energy_offset_mj + (double)jumps + d->counter_rate * e;
   return mj <= 0 ? 0 : (uint64_t)floor(mj * 65.536);
 }
 

@@ -85,7 +85,8 @@ typedef struct {
   int amd_power;
   double counter_resolution_uj;
   double counter_rate;
-  int mig;                /* MIG mode: -1 not supported (pre-Ampere), 0 off, 1 on */
+  int energy_of; /* AMD: this die's counter also counts device energy_of's energy (MI250); -1 */
+  int mig;       /* MIG mode: -1 not supported (pre-Ampere), 0 off, 1 on */
   unsigned int mig_slots; /* nvmlDeviceGetMaxMigDeviceCount */
   slice_t slices[MAX_SLICES];
   int nslices;
@@ -150,6 +151,7 @@ static void device_defaults(device_t* d, int index) {
   d->mig_slots = 7;
   d->counter_resolution_uj = 15.3;
   d->counter_rate = 1;
+  d->energy_of = -1;
 }
 
 static void scenario_free(scenario_t* s) {
@@ -343,6 +345,8 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
     d->counter_resolution_uj = x;
   } else if (!strcmp(key, "counter_rate")) {
     if (x >= 0) d->counter_rate = x;
+  } else if (!strcmp(key, "energy_of")) {
+    d->energy_of = (int)x;
   } else if (!strcmp(key, "mig")) {
     d->mig = (int)x;
   } else if (!strcmp(key, "mig_slots")) {
