@@ -107,10 +107,15 @@ export interface DeviceInfo {
   /** Why a field is null or a feature false, per field name, for diagnosis. */
   readonly notes: Readonly<Record<string, string>>;
   /**
-   * AMD: this card is one die of an MI250 pair whose energy one counter counts: the other die, and
-   * whether this die's counter is that one (absent otherwise).
+   * AMD: this card is one of several whose energy one counter counts (an MI250 die pair; the
+   * partitions of a partitioned MI300X socket): the card whose counter it is, all of them, and
+   * which kind (absent otherwise).
    */
-  readonly counterPair?: { readonly partner: number; readonly reports: boolean };
+  readonly sharedCounter?: {
+    readonly at: number;
+    readonly cards: readonly number[];
+    readonly kind: "pair" | "partition";
+  };
 }
 
 export interface NativeProcess {

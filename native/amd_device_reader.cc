@@ -1,5 +1,6 @@
 #include "amd_device_reader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -164,15 +165,55 @@ Result<DeviceInfoData> AmdDeviceReader::ReadInfo(unsigned int index) const {
         info.notes.emplace_back("energyCounter", *verdict.refused);
       }
       if (verdict.partner) {
-        info.pair_partner = verdict.partner;
-        info.pair_reports = verdict.reports;
+        info.shared_at = verdict.reports ? index : *verdict.partner;
+        info.shared_cards = {std::min(index, *verdict.partner), std::max(index, *verdict.partner)};
+        info.shared_kind = "pair";
       }
     } else {
       info.notes.emplace_back(
           "energyCounter", "amdsmi_get_energy_count returned " + AmdSmiLibrary::DescribeStatus(r));
     }
+    SharedBySocket(index, r == amdsmi::kSuccess, info);
   }
   return info;
+}
+
+void AmdDeviceReader::SharedBySocket(unsigned int index, bool own, DeviceInfoData& info) const {
+  // A partitioned MI300X (CPX, DPX): one socket, several GPUs, one counter among them. The first
+  // partition whose counter answers counts the socket; one without a counter of its own is
+  // metered on it, and all of the socket's windows share it.
+  const AmdSmiLibrary& lib = *library_;
+  const std::vector<unsigned int> cards = lib.SocketOf(index);
+  if (cards.size() < 2 || info.shared_at) {
+    return;
+  }
+  std::optional<unsigned int> at;
+  unsigned int with_counter = 0;
+  for (unsigned int card : cards) {
+    uint64_t accumulator = 0;
+    uint64_t timestamp = 0;
+    float resolution = 0;
+    amdsmi::Handle handle = lib.handle(card);
+    const bool answers = card == index ? own : lib.Call([&] {
+      return lib.get_energy(handle, &accumulator, &resolution, &timestamp);
+    }) == amdsmi::kSuccess;
+    if (answers) {
+      with_counter += 1;
+      at = at.value_or(card);
+    }
+  }
+  // Each partition counting its own: nothing shared. None counting: nothing to share.
+  if (!at || with_counter == cards.size() || (own && *at != index)) {
+    return;
+  }
+  info.shared_at = *at;
+  info.shared_cards = cards;
+  info.shared_kind = "partition";
+  if (!own) {
+    info.notes.emplace_back("energyCounter",
+                            "it has no counter of its own: partition " + std::to_string(*at) +
+                                "'s counter counts its socket (a partitioned MI300X)");
+  }
 }
 
 AmdCounterVerdict AmdDeviceReader::CheckCounter(unsigned int index) const {

@@ -56,6 +56,9 @@ class AmdDeviceReader {
   /// power of it and the other die of its pair (index ^ 1) together; checked once per card.
   AmdCounterVerdict CheckCounter(unsigned int index) const;
   static AmdCounterVerdict Judge(const DieReads& self, const DieReads& other, unsigned int partner);
+  /// Marks a partition of a partitioned socket whose energy another partition's counter counts
+  /// (or the one that counts it); `own`: whether this card's counter answered.
+  void SharedBySocket(unsigned int index, bool own, DeviceInfoData& info) const;
 
   std::shared_ptr<const AmdSmiLibrary> library_;
 };

@@ -169,6 +169,9 @@ AmdSmiLibrary::Outcome AmdSmiLibrary::LoadFrom(const std::string& path, bool nam
       break;
     }
     found.resize(count);
+    lib->sockets_.insert(
+        lib->sockets_.end(), found.size(),
+        static_cast<unsigned int>(lib->sockets_.empty() ? 0 : lib->sockets_.back() + 1));
     lib->handles_.insert(lib->handles_.end(), found.begin(), found.end());
   }
   if (r != amdsmi::kSuccess) {

@@ -47,6 +47,17 @@ class AmdSmiLibrary {
   amdsmi::Handle handle(unsigned int index) const {
     return index < handles_.size() ? handles_[index] : nullptr;
   }
+  /// The cards of card `index`'s socket, in index order: itself alone, or the partitions of a
+  /// partitioned MI300X (CPX, DPX: one socket, several GPUs).
+  std::vector<unsigned int> SocketOf(unsigned int index) const {
+    std::vector<unsigned int> cards;
+    for (unsigned int i = 0; index < sockets_.size() && i < sockets_.size(); ++i) {
+      if (sockets_[i] == sockets_[index]) {
+        cards.push_back(i);
+      }
+    }
+    return cards;
+  }
 
   /// Runs `call` under the library's lock: AMD SMI calls never overlap.
   template <typename F>
@@ -70,6 +81,7 @@ class AmdSmiLibrary {
   DlHandle handle_;
   Info info_;
   std::vector<amdsmi::Handle> handles_;
+  std::vector<unsigned int> sockets_;  // the socket (its ordinal) of each card
   amdsmi::ShutDownFn shut_down_ = nullptr;
   bool initialised_ = false;
   mutable std::mutex calls_;

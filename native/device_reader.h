@@ -26,10 +26,11 @@ struct DeviceInfoData {
   bool power_usage = false;
   std::optional<double> power_w;
   std::optional<double> power_limit_w;
-  /// AMD: the other die of an MI250 pair whose energy one counter counts, and whether this die's
-  /// counter is that one.
-  std::optional<unsigned int> pair_partner;
-  bool pair_reports = false;
+  /// AMD: cards whose energy one counter counts (an MI250 die pair; the partitions of an MI300X
+  /// socket): the card whose counter it is, all of them, and which kind ("pair", "partition").
+  std::optional<unsigned int> shared_at;
+  std::vector<unsigned int> shared_cards;
+  std::string shared_kind;
   std::vector<std::pair<std::string, std::string>> notes;
 };
 

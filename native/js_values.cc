@@ -65,11 +65,16 @@ Napi::Value FromDeviceInfo(Napi::Env env, const DeviceInfoData& info) {
   out.Set("powerUsage", info.power_usage);
   out.Set("powerW", OrNull(env, info.power_w));
   out.Set("powerLimitW", OrNull(env, info.power_limit_w));
-  if (info.pair_partner) {
-    Napi::Object pair = Napi::Object::New(env);
-    pair.Set("partner", Napi::Number::New(env, *info.pair_partner));
-    pair.Set("reports", info.pair_reports);
-    out.Set("counterPair", pair);
+  if (info.shared_at) {
+    Napi::Object shared = Napi::Object::New(env);
+    shared.Set("at", Napi::Number::New(env, *info.shared_at));
+    Napi::Array cards = Napi::Array::New(env, info.shared_cards.size());
+    for (size_t i = 0; i < info.shared_cards.size(); ++i) {
+      cards.Set(static_cast<uint32_t>(i), Napi::Number::New(env, info.shared_cards[i]));
+    }
+    shared.Set("cards", cards);
+    shared.Set("kind", info.shared_kind);
+    out.Set("sharedCounter", shared);
   }
   Napi::Object notes = Napi::Object::New(env);
   for (const auto& [field, why] : info.notes) {

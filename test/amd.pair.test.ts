@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { amdScenarioForThisProcess } from "./fakes/amd-scenario.js";
-import { fairShare } from "./fakes/fair-share.js";
+import { fairShare, truthWindow } from "./fakes/fair-share.js";
 import { amdReady } from "./fakes/paths.js";
 
 // An MI250X's die pair on the libamd_smi double: die 0's counter counts the energy of both dies,
@@ -52,14 +52,7 @@ describe.runIf(amdReady())("an MI250X die pair: one counter for both dies", () =
     await a.close();
     await sleep(150);
     await b.close();
-    const windows = [a, b].map((m) => {
-      const t = m.edgeTimes();
-      return {
-        open: t.open as bigint,
-        close: t.close as bigint,
-        weights: t.weights.map((w) => [w.tNs, w.weight] as const),
-      };
-    });
+    const windows = [a, b].map(truthWindow);
     const truth = fairShare(windows, pairJ, PAIR_IDLE_W);
     const [ea, eb] = [a.result(), b.result()];
     let sum = 0;

@@ -175,7 +175,7 @@ async function amdCapabilities(binding: GiulBinding, amd: AmdInfo, index: number
   }
   return {
     ...amdCapabilitiesOf(read, smi),
-    ...(await amdPair(binding, read)),
+    ...(await amdShared(binding, read)),
     info: read,
     reason: null,
     driverVersion: null,
@@ -184,30 +184,32 @@ async function amdCapabilities(binding: GiulBinding, amd: AmdInfo, index: number
 }
 
 /**
- * An MI250 die pair (native/amd_device_reader.cc): both dies are metered on the counter that counts
- * them both and shared by its die's UUID, so that windows on either die share it and nothing is
- * counted twice.
+ * Cards whose energy one counter counts (native/amd_device_reader.cc): an MI250 die pair, the
+ * partitions of an MI300X socket. Each is metered on that counter and shared by its card's UUID,
+ * so that windows on any of them share it and nothing is counted twice.
  */
-async function amdPair(binding: GiulBinding, info: DeviceInfo) {
-  const pair = info.counterPair;
-  if (pair === undefined) return {};
-  const reporter = pair.reports ? info.index : pair.partner;
-  const other = pair.reports ? pair.partner : info.index;
+async function amdShared(binding: GiulBinding, info: DeviceInfo) {
+  const shared = info.sharedCounter;
+  if (shared === undefined) return {};
+  const { at, cards } = shared;
   const counterNote =
-    `die ${reporter}'s counter counts the energy of dies ${reporter} and ${other} (an MI250 die pair): ` +
-    "the windows on both dies share it";
-  if (pair.reports) return { counterNote, ...(info.uuid === null ? {} : { cardKey: info.uuid }) };
-  const partner = await binding.amdDeviceInfo?.(pair.partner, { keepAlive: false }).catch(() => null);
-  const key = partner?.ok === true ? partner.uuid : null;
-  return { counterAt: pair.partner, counterNote, ...(key === null ? {} : { cardKey: key }) };
+    shared.kind === "pair"
+      ? `die ${at}'s counter counts the energy of dies ${cards.join(" and ")} (an MI250 die pair): ` +
+        "the windows on both dies share it"
+      : `partition ${at}'s counter counts its socket's ${cards.length} partitions (a partitioned ` +
+        "MI300X): the windows on every partition share it";
+  if (at === info.index) return { counterNote, ...(info.uuid === null ? {} : { cardKey: info.uuid }) };
+  const counter = await binding.amdDeviceInfo?.(at, { keepAlive: false }).catch(() => null);
+  const key = counter?.ok === true ? counter.uuid : null;
+  return { counterAt: at, counterNote, ...(key === null ? {} : { cardKey: key }) };
 }
 
 /** What an AMD card offers, from its amdDeviceInfo (a failed read offers nothing). */
 export function amdCapabilitiesOf(info: DeviceInfo | NativeFailure, smi: SmiStatus): LocalCapabilities {
   const none = { nvml: false, energyCounter: false, nvmlPower: false, smi: smi.path !== null };
   if (!info.ok) return none;
-  // A die of an MI250 pair whose partner's counter counts both is metered by that counter.
-  const paired = info.counterPair !== undefined && !info.counterPair.reports;
+  // A card whose energy another card's counter counts (an MI250 die, a partition) is metered on it.
+  const paired = info.sharedCounter !== undefined && info.sharedCounter.at !== info.index;
   return {
     ...none,
     amdsmi: true,

@@ -171,6 +171,8 @@ export interface DeviceSpec {
   readonly counterRate?: number;
   /** AMD double: the counter also counts this device's energy (an MI250 die that reports both). */
   readonly energyOf?: number;
+  /** AMD double: the socket this device is a partition of (default: its own). */
+  readonly socket?: number;
 }
 
 export interface LatencySpec {
@@ -373,6 +375,7 @@ export function renderScenario(spec: ScenarioSpec, t0Ns: bigint): string {
     n("counter_resolution_uj", d.counterResolutionUj);
     n("counter_rate", d.counterRate);
     n("energy_of", d.energyOf);
+    n("socket", d.socket);
     out.push(`device ${i}${keys.length ? ` ${keys.join(" ")}` : ""}`);
     const pts = powerPoints(d.power);
     out.push(`power ${i} ${pts.map(([t, w]) => `${num("power t", t)} ${num("power W", w)}`).join(" ")}`);

@@ -173,15 +173,22 @@ EXPORT amdsmi_status_t amdsmi_status_code_to_string(amdsmi_status_t status, cons
   return AMDSMI_STATUS_SUCCESS;
 }
 
-/* Fills min(*count, n) of `all` into `out` (none when out is NULL); *count becomes n. */
-static amdsmi_status_t list(uint32_t* count, void** out, struct amd_handle* all, int n) {
-  if (!count) return AMDSMI_STATUS_INVAL;
-  if (out) {
-    for (int i = 0; i < n && (uint32_t)i < *count; i++) {
-      all[i].index = all == g_sockets ? i : all[i].index;
-      out[i] = &all[i];
-    }
+/* The sockets: each device's `socket` value, distinct, in the order they first appear. */
+static int socket_ids(int* ids) {
+  int n = 0;
+  for (int d = 0; d < g_sc->ndev; d++) {
+    int seen = 0;
+    for (int k = 0; k < n; k++) seen |= ids[k] == g_sc->dev[d].socket;
+    if (!seen) ids[n++] = g_sc->dev[d].socket;
   }
+  return n;
+}
+
+/* Fills min(*count, n) handles into `out` (none when out is NULL); *count becomes n. */
+static amdsmi_status_t list(uint32_t* count, void** out, struct amd_handle** all, int n) {
+  if (!count) return AMDSMI_STATUS_INVAL;
+  if (out)
+    for (int i = 0; i < n && (uint32_t)i < *count; i++) out[i] = all[i];
   *count = (uint32_t)n;
   return AMDSMI_STATUS_SUCCESS;
 }
@@ -189,7 +196,14 @@ static amdsmi_status_t list(uint32_t* count, void** out, struct amd_handle* all,
 EXPORT amdsmi_status_t amdsmi_get_socket_handles(uint32_t* count, void** sockets) {
   enter("amdsmi_get_socket_handles");
   if (g_init_count <= 0) return leave(AMDSMI_STATUS_NOT_INIT);
-  return leave(list(count, sockets, g_sockets, g_sc->ndev));
+  int ids[MAX_DEVICES];
+  struct amd_handle* all[MAX_DEVICES];
+  int n = socket_ids(ids);
+  for (int i = 0; i < n; i++) {
+    g_sockets[i].index = i;
+    all[i] = &g_sockets[i];
+  }
+  return leave(list(count, sockets, all, n));
 }
 
 EXPORT amdsmi_status_t amdsmi_get_processor_handles(void* socket, uint32_t* count,
@@ -198,10 +212,19 @@ EXPORT amdsmi_status_t amdsmi_get_processor_handles(void* socket, uint32_t* coun
   if (g_init_count <= 0) return leave(AMDSMI_STATUS_NOT_INIT);
   struct amd_handle* s = socket;
   if (s < &g_sockets[0] || s >= &g_sockets[MAX_DEVICES]) return leave(AMDSMI_STATUS_INVAL);
+  int ids[MAX_DEVICES];
+  int nsockets = socket_ids(ids);
   int i = (int)(s - g_sockets);
-  if (i >= g_sc->ndev) return leave(AMDSMI_STATUS_NOT_FOUND);
-  g_gpus[i].index = i;
-  return leave(list(count, processors, &g_gpus[i], 1));
+  if (i >= nsockets) return leave(AMDSMI_STATUS_NOT_FOUND);
+  /* The socket's partitions: the devices that name it, in device order. */
+  struct amd_handle* all[MAX_DEVICES];
+  int n = 0;
+  for (int d = 0; d < g_sc->ndev; d++) {
+    if (g_sc->dev[d].socket != ids[i]) continue;
+    g_gpus[d].index = d;
+    all[n++] = &g_gpus[d];
+  }
+  return leave(list(count, processors, all, n));
 }
 
 EXPORT amdsmi_status_t amdsmi_get_gpu_device_uuid(void* h, unsigned int* length, char* uuid) {

@@ -86,6 +86,7 @@ typedef struct {
   double counter_resolution_uj;
   double counter_rate;
   int energy_of; /* AMD: this die's counter also counts device energy_of's energy (MI250); -1 */
+  int socket;    /* AMD: the socket it is a partition of (default: its own, its index) */
   int mig;       /* MIG mode: -1 not supported (pre-Ampere), 0 off, 1 on */
   unsigned int mig_slots; /* nvmlDeviceGetMaxMigDeviceCount */
   slice_t slices[MAX_SLICES];
@@ -152,6 +153,7 @@ static void device_defaults(device_t* d, int index) {
   d->counter_resolution_uj = 15.3;
   d->counter_rate = 1;
   d->energy_of = -1;
+  d->socket = index;
 }
 
 static void scenario_free(scenario_t* s) {
@@ -347,6 +349,8 @@ static void parse_device_key(device_t* d, const char* key, const char* val, int 
     if (x >= 0) d->counter_rate = x;
   } else if (!strcmp(key, "energy_of")) {
     d->energy_of = (int)x;
+  } else if (!strcmp(key, "socket")) {
+    d->socket = (int)x;
   } else if (!strcmp(key, "mig")) {
     d->mig = (int)x;
   } else if (!strcmp(key, "mig_slots")) {
