@@ -69,7 +69,7 @@ const HOST = `${process.platform}-${process.arch}`;
  * The most a tarball may weigh: packed (gzip) and unpacked, in bytes. A few kB above today's for
  * the next feature, not for a regression (the history of this budget is in git).
  */
-const BUDGET = { packed: 820_000, unpacked: 2_350_000 };
+const BUDGET = { packed: 835_000, unpacked: 2_380_000 };
 
 let tarball: string;
 let work: string;
