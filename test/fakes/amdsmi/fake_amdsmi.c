@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../amdsmi_abi.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 /* ---- the AMD SMI ABI we implement ------------------------------------------------------------ */
@@ -39,14 +41,6 @@ enum {
 };
 #define AMDSMI_STRING 256
 #define UNSUPPORTED32 0xFFFFFFFFu
-
-typedef struct {
-  uint64_t socket_power;
-  uint32_t current_socket_power, average_socket_power;
-  uint64_t gfx_voltage, soc_voltage, mem_voltage;
-  uint32_t power_limit;
-  uint64_t reserved[18];
-} power_info_26_t;
 
 typedef struct { /* 24.x */
   uint32_t current_socket_power, average_socket_power, gfx_voltage, soc_voltage, mem_voltage,
@@ -73,7 +67,6 @@ typedef struct {
   uint32_t cu_occupancy, evicted_time, reserved[10];
 } proc_info_t;
 
-_Static_assert(sizeof(power_info_26_t) == 192, "amdsmi_power_info_t 26.x");
 _Static_assert(sizeof(power_info_24_t) == 68, "amdsmi_power_info_t 24.x");
 _Static_assert(sizeof(proc_info_t) == 704, "amdsmi_proc_info_t 26.x");
 

@@ -23,16 +23,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "../amdsmi_abi.h"
+
 typedef int status_t;
 typedef void* handle_t;
-
-typedef struct {
-  uint64_t socket_power;
-  uint32_t current_socket_power, average_socket_power;
-  uint64_t gfx_voltage, soc_voltage, mem_voltage;
-  uint32_t power_limit;
-  uint64_t reserved[18];
-} power_info_t;
 
 static struct {
   status_t (*init)(uint64_t);
@@ -40,7 +34,7 @@ static struct {
   status_t (*processors)(handle_t, uint32_t*, handle_t*);
   status_t (*uuid)(handle_t, unsigned int*, char*);
   status_t (*energy)(handle_t, uint64_t*, float*, uint64_t*);
-  status_t (*power)(handle_t, power_info_t*);
+  status_t (*power)(handle_t, power_info_26_t*);
 } amd;
 
 static handle_t gpus[64];
@@ -90,7 +84,7 @@ static void metric(int last) {
   printf("[\n");
   for (int i = 0; i < ngpus; i++) {
     printf("    {\n        \"gpu\": %d,\n        \"power\": {\n", i);
-    power_info_t p;
+    power_info_26_t p;
     memset(&p, 0, sizeof p);
     if (amd.power(gpus[i], &p) == 0 &&
         (p.current_socket_power != 0xFFFFFFFFu || p.average_socket_power != 0xFFFFFFFFu)) {
