@@ -178,7 +178,7 @@ describe("counter faults, generated (fast-check)", () => {
     expect(windows).toBeGreaterThanOrEqual(1000);
   }, 120_000);
 
-  it("stalls at a 1 s period, and a counter sent back past zero, found by the property on earlier code", async () => {
+  it("stalls at 100 ms to 1 s periods, and a counter sent back past zero, found by the property on earlier code", async () => {
     const steady = (w: number): Trace => ({ power: [[0, w]], featureMs: Number.POSITIVE_INFINITY });
     const cases: [Trace, Fault, number, number][] = [
       [steady(93), { kind: "stall", atMs: 1501, steps: 2 }, 1000, 10],
@@ -186,6 +186,10 @@ describe("counter faults, generated (fast-check)", () => {
       [steady(80), { kind: "stall", atMs: 4301, steps: 3 }, 1000, 799],
       [steady(80), { kind: "stall", atMs: 1501, steps: 4 }, 1000, 667],
       [steady(450), { kind: "back", atMs: 2301, j: 2125 }, 1, 329],
+      [steady(91), { kind: "stall", atMs: 4401, steps: 3 }, 100, 540],
+      [steady(421), { kind: "stall", atMs: 1510, steps: 3 }, 100, 311],
+      [steady(358), { kind: "stall", atMs: 3760, steps: 6 }, 200, 794],
+      [steady(441), { kind: "stall", atMs: 2963, steps: 6 }, 200, 686],
     ];
     for (const [trace, fault, periodMs, seed] of cases) await checkCase(trace, fault, periodMs, seed);
   });

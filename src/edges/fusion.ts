@@ -25,11 +25,19 @@ import { CounterCadence } from "./cadence.js";
 import { boundingModel, ClosedSteps, type FusedOutcome, type FusedTarget } from "./closed-step.js";
 import { FreshCounter, freshInstant, type ReadWindow } from "./fresh.js";
 import { type FusionReport, fusionReport } from "./fusion-report.js";
-import { type Basis, COUNTER_ONLY, PowerReadings, SensorJudge, type SensorModel } from "./power-model.js";
+import {
+  type Basis,
+  CONTINUOUS,
+  COUNTER_ONLY,
+  PowerReadings,
+  SensorJudge,
+  type SensorModel,
+} from "./power-model.js";
 import { SampleCopy } from "./sample-copy.js";
 import { SensorEnergyMemo } from "./sensor-energy.js";
 import { PowerShape } from "./shape.js";
 import { CounterStaleness } from "./staleness.js";
+import { CALIBRATION_LIMITS, discontinuity, LATE_READ_LIMITS } from "./step-judge.js";
 import type { Bound, EnergyBound } from "./uncertainty.js";
 
 /** What a ring's power readings are. */
@@ -41,6 +49,8 @@ export { type Basis, COUNTER_ONLY } from "./power-model.js";
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
+/** Steps back from each new value that judgeSpans() judges the rise over. */
+const SPAN_STEPS = 8;
 /** Two power readings' changes within this many sampler periods show a sensor as fresh as its reads. */
 const FRESH_PERIODS = 2.5;
 
@@ -170,6 +180,7 @@ export class CounterFusion {
         const stood = this.standing && !first;
         let why =
           first || !this.usePower ? null : this.judgeStep(s.energyMj - this.lastEnergy, s, k, pt, !stood);
+        if (why === null && !first && this.usePower) why = this.judgeSpans(s.energyMj, k, pt);
         if (stood) {
           const aHi = this.aHi[prev] as number;
           const aSeen = this.aSeen[prev] as number;
@@ -247,6 +258,34 @@ export class CounterFusion {
     // Reads further apart than the dither allows came late (a starved sampler thread).
     const late = this.copy.maxGap(this.aK[prev] as number, k) > LATE_READ_GAP * this.ring.periodNs();
     return b.hi > b.lo ? this.judge.judge(dvMj, a, b, late) : null;
+  }
+
+  /**
+   * The rise from each of the last SPAN_STEPS anchors of this run to `value`, first read now (read
+   * k), judged on the reads alone (no cadence, no staleness bound) and only where the sensor is
+   * continuous: a counter that skipped updates can make each step look possible and still not
+   * count what the readings say was drawn over several.
+   */
+  private judgeSpans(value: number, k: number, powerNs: number): string | null {
+    const last = this.aValue.length - 1;
+    const b = this.stepB;
+    b.lo = this.lastT - this.lastRead / 2;
+    b.hi = powerNs;
+    if (!(b.hi > b.lo) || !this.power.fresh() || this.judge.basis() !== CONTINUOUS) return null;
+    const a = this.stepA;
+    for (let i = last - 1; i >= Math.max(0, last - SPAN_STEPS); i--) {
+      if ((this.aSeg[i] as number) !== this.segment) break;
+      a.lo = this.aLo[i] as number;
+      a.hi = this.aHi[i] as number;
+      const late = this.copy.maxGap(this.aK[i] as number, k) > LATE_READ_GAP * this.ring.periodNs();
+      // The least a continuous sensor's readings need inside (a.hi, b.lo); a jump is at one
+      // update, where judgeStep() sees it whole.
+      this.memo.energy(a.hi, b.lo, CONTINUOUS, this.bounds);
+      const limits = late ? LATE_READ_LIMITS : CALIBRATION_LIMITS;
+      const why = discontinuity(value - (this.aValue[i] as number), this.bounds.lo, Infinity, a, b, limits);
+      if (why !== null) return why;
+    }
+    return null;
   }
 
   /**
