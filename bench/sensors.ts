@@ -3,7 +3,10 @@
 // against Zeus (the counter read at the two edges). Run through bench/sensors.js:
 //
 //   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json] [--integral]
-//   (--integral: the same sensors without an energy counter, through nvml_sampler)
+//   [--unaligned]
+//   (--integral: the same sensors without an energy counter, through nvml_sampler; --unaligned:
+//   each window moved off its request by up to half its length either way, so that the load's
+//   changes fall anywhere in it, as for a request sharing the card)
 //
 // Per window length: sampled / windows, outside its bar (must be 0), mean |err| % giul / Zeus,
 // mean signed err % giul, median bar %. Everything above idle (60 W).
@@ -11,7 +14,7 @@ import { writeFileSync } from "node:fs";
 import { DEFAULT_PERIOD_MS } from "../src/meter/options.js";
 import { type Scored, scoreWindows } from "../test/fakes/accuracy.js";
 import { inferenceTrace, SENSORS } from "../test/fakes/family.js";
-import { SyntheticCard } from "../test/fakes/synthetic.js";
+import { hash01, SyntheticCard } from "../test/fakes/synthetic.js";
 
 const arg = (name: string, fallback: string): string => {
   const i = process.argv.indexOf(name);
@@ -24,6 +27,7 @@ const only = arg("--only", "");
 const jsonOut = arg("--json", "");
 // --integral: the same sensors with no energy counter (nvml_sampler: the power readings integrated).
 const integral = process.argv.includes("--integral");
+const unaligned = process.argv.includes("--unaligned");
 const IDLE_W = 60;
 const LENGTHS = [100, 250, 1000, 3000, 20, 5000];
 const SHOWN = [100, 250, 1000, 3000, 5000];
@@ -63,7 +67,7 @@ function byLength(rows: readonly Scored[], lenMs: number): ByLength {
 }
 
 console.log(
-  `## The sensor family${integral ? ", no energy counter (nvml_sampler)" : ""} (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
+  `## The sensor family${integral ? ", no energy counter (nvml_sampler)" : ""}${unaligned ? ", windows off their requests" : ""} (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
     `inference-like trace, idle ${IDLE_W} W, period ${PERIOD} ms, seed ${SEED})\n`,
 );
 console.log(
@@ -73,7 +77,14 @@ console.log(`|---|---:|---:|---:|${SHOWN.map(() => "---").join("|")}|`);
 const out: Record<string, unknown> = {};
 for (const sensor of SENSORS) {
   if (only !== "" && !sensor.name.includes(only)) continue;
-  const { power, plans } = inferenceTrace(N, LENGTHS, { idleW: IDLE_W, seed: SEED });
+  const trace = inferenceTrace(N, LENGTHS, { idleW: IDLE_W, seed: SEED });
+  const { power } = trace;
+  const plans = unaligned
+    ? trace.plans.map((p, i) => {
+        const shift = Math.round((hash01(i, SEED * 7 + 3) - 0.5) * (p.close - p.open));
+        return { open: p.open + shift, close: p.close + shift };
+      })
+    : trace.plans;
   const card = new SyntheticCard(
     { ...sensor.device, power, ...(integral ? { counter: false } : {}) },
     { periodMs: PERIOD, dither: "golden", readsAtEdges: true },
