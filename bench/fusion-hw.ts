@@ -161,7 +161,7 @@ if (report !== null) {
   console.log(
     `counter: update period ${c.periodNs ? `${f2(c.periodNs[0] / 1e6, 3)}–${f2(c.periodNs[1] / 1e6, 3)} ms (locked)` : c.irregular ? "irregular (no lock)" : "not locked"}; ` +
       `read interval ${f2(c.readIntervalNs / 1e6)} ms, update instant known to ${f2(c.lockedNs / 1e6, 3)} ms; ` +
-      `taken as of each read: ${c.changeEveryRead}; updates at most every ` +
+      `changes at every read: ${c.changeEveryRead}; updates at most every ` +
       `${c.updateAtMostNs === null ? "— (not yet bounded)" : `${f2(c.updateAtMostNs / 1e6, 3)} ms`}; ` +
       `update intervals ${c.updateIntervalNs ? `${f2(c.updateIntervalNs.least / 1e6, 3)} / ${f2(c.updateIntervalNs.median / 1e6, 3)} / ${f2(c.updateIntervalNs.most / 1e6, 3)} ms (least / median / most of ${c.updateIntervalNs.count})` : "—"}`,
   );

@@ -52,6 +52,11 @@ export class FreshCounter {
     this.changeRun = changed ? this.changeRun + 1 : 0;
   }
 
+  /** Whether each of the last FRESH_READS reads showed a change (it updates faster than it is read). */
+  changesEveryRead(): boolean {
+    return this.changeRun >= FRESH_READS;
+  }
+
   /** The smallest δ the counter has confirmed, or NaN. */
   delta(): number {
     if (this.changeRun < FRESH_READS) return Number.NaN;

@@ -32,12 +32,16 @@ export interface UpdateIntervals {
 export interface FusionReport {
   /** How edges are bounded now. */
   readonly basis: string;
-  /** The counter's cadence (cadence.ts report) and whether it is taken as of each read. */
+  /** The counter's cadence (cadence.ts report) and whether it changed at every read. */
   readonly counter: {
     readonly periodNs: [number, number] | null;
     readonly irregular: boolean;
     readonly readIntervalNs: number;
     readonly lockedNs: number;
+    /**
+     * Each of the last 64 reads showed a new value: it updates faster than it is read (AMD's, every
+     * ms or so), whatever the power readings are, so no update interval can be timed.
+     */
     readonly changeEveryRead: boolean;
     /**
      * The most the counter goes between updates (./staleness.ts, ns; null before two steps): what

@@ -311,7 +311,7 @@ export class CounterFusion {
       basis,
       gain: basis === COUNTER_ONLY ? null : this.judge.evidence(basis),
       counter: this.cadence.report(),
-      changeEveryRead: Number.isFinite(this.fresh.delta()),
+      changeEveryRead: this.fresh.changesEveryRead(),
       updateAtMostNs: this.staleness.bound(),
       updateIntervalNs: this.staleness.intervals(),
       bounding: this.usePower ? (boundingModel(this.judge, this.power) ?? COUNTER_ONLY) : COUNTER_ONLY,
