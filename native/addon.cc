@@ -1,7 +1,6 @@
 #include "addon.h"
 
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +17,7 @@
 #include "sampler.h"
 #include "sampler_reference.h"
 #include "sampler_registry.h"
+#include "shared_load.h"
 
 namespace giul {
 
@@ -50,24 +50,6 @@ bool KeepAliveArg(const Napi::CallbackInfo& info, size_t at, const char* method)
   }
   return keep_alive.As<Napi::Boolean>().Value();
 }
-
-namespace {
-
-/// Runs `then` with the library, or returns the failure of loading it (tried again by each call
-/// while it fails: a driver loaded since is then found).
-template <typename T>
-using WithLibrary = std::function<Result<T>(const std::shared_ptr<const NvmlLibrary>&)>;
-
-template <typename T>
-Result<T> LoadThen(const WithLibrary<T>& then) {
-  NvmlLibrary::Outcome outcome = NvmlLibrary::Load();
-  if (const auto* failure = std::get_if<Failure>(&outcome)) {
-    return *failure;
-  }
-  return then(std::get<std::shared_ptr<const NvmlLibrary>>(outcome));
-}
-
-}  // namespace
 
 GiulAddon::GiulAddon(Napi::Env env, Napi::Object exports) {
   // Threads of this library outlive environments (and, stuck in a driver call, any join): its
@@ -112,7 +94,7 @@ Napi::Value GiulAddon::NvmlInit(const Napi::CallbackInfo& info) {
   return PromiseCall<NvmlLibrary::Info>::Run(
       info.Env(), "giul:nvmlInit",
       []() -> Result<NvmlLibrary::Info> {
-        return LoadThen<NvmlLibrary::Info>(
+        return WithLibrary<NvmlLibrary::Info, NvmlLibrary>(
             [](const auto& library) -> Result<NvmlLibrary::Info> { return library->info(); });
       },
       js::FromInfo, keep_alive);
@@ -124,9 +106,10 @@ Napi::Value GiulAddon::DeviceInfo(const Napi::CallbackInfo& info) {
   return PromiseCall<DeviceInfoData>::Run(
       info.Env(), "giul:deviceInfo",
       [index]() -> Result<DeviceInfoData> {
-        return LoadThen<DeviceInfoData>([index](const auto& library) -> Result<DeviceInfoData> {
-          return DeviceReader(library).ReadInfo(index);
-        });
+        return WithLibrary<DeviceInfoData, NvmlLibrary>(
+            [index](const auto& library) -> Result<DeviceInfoData> {
+              return DeviceReader(library).ReadInfo(index);
+            });
       },
       js::FromDeviceInfo, keep_alive);
 }
@@ -137,9 +120,10 @@ Napi::Value GiulAddon::ComputeProcesses(const Napi::CallbackInfo& info) {
   return PromiseCall<ProcessListData>::Run(
       info.Env(), "giul:computeProcesses",
       [index]() -> Result<ProcessListData> {
-        return LoadThen<ProcessListData>([index](const auto& library) -> Result<ProcessListData> {
-          return DeviceReader(library).ReadProcesses(index);
-        });
+        return WithLibrary<ProcessListData, NvmlLibrary>(
+            [index](const auto& library) -> Result<ProcessListData> {
+              return DeviceReader(library).ReadProcesses(index);
+            });
       },
       js::FromProcessList, keep_alive);
 }
@@ -150,7 +134,7 @@ Napi::Value GiulAddon::MigDevices(const Napi::CallbackInfo& info) {
   return PromiseCall<MigData>::Run(
       info.Env(), "giul:migDevices",
       [index]() -> Result<MigData> {
-        return LoadThen<MigData>(
+        return WithLibrary<MigData, NvmlLibrary>(
             [index](const auto& library) -> Result<MigData> { return ReadMig(library, index); });
       },
       js::FromMig, keep_alive);

@@ -9,27 +9,16 @@
 #include "card_reads.h"
 #include "js_values.h"
 #include "promise_call.h"
+#include "shared_load.h"
 
 namespace giul {
-namespace {
-
-template <typename T, typename Then>
-Result<T> LoadAmdThen(const Then& then) {
-  AmdSmiLibrary::Outcome outcome = AmdSmiLibrary::Load();
-  if (const auto* failure = std::get_if<Failure>(&outcome)) {
-    return *failure;
-  }
-  return then(std::get<std::shared_ptr<const AmdSmiLibrary>>(outcome));
-}
-
-}  // namespace
 
 Napi::Value GiulAddon::AmdInit(const Napi::CallbackInfo& info) {
   bool keep_alive = KeepAliveArg(info, 0, "amdInit");
   return PromiseCall<AmdSmiLibrary::Info>::Run(
       info.Env(), "giul:amdInit",
       []() -> Result<AmdSmiLibrary::Info> {
-        return LoadAmdThen<AmdSmiLibrary::Info>(
+        return WithLibrary<AmdSmiLibrary::Info, AmdSmiLibrary>(
             [](const auto& library) -> Result<AmdSmiLibrary::Info> { return library->info(); });
       },
       js::FromAmdInfo, keep_alive);
@@ -41,7 +30,7 @@ Napi::Value GiulAddon::AmdDeviceInfo(const Napi::CallbackInfo& info) {
   return PromiseCall<DeviceInfoData>::Run(
       info.Env(), "giul:amdDeviceInfo",
       [index]() -> Result<DeviceInfoData> {
-        return LoadAmdThen<DeviceInfoData>(
+        return WithLibrary<DeviceInfoData, AmdSmiLibrary>(
             [index](const auto& library) { return AmdDeviceReader(library).ReadInfo(index); });
       },
       js::FromDeviceInfo, keep_alive);
@@ -53,7 +42,7 @@ Napi::Value GiulAddon::AmdProcesses(const Napi::CallbackInfo& info) {
   return PromiseCall<ProcessListData>::Run(
       info.Env(), "giul:amdProcesses",
       [index]() -> Result<ProcessListData> {
-        return LoadAmdThen<ProcessListData>(
+        return WithLibrary<ProcessListData, AmdSmiLibrary>(
             [index](const auto& library) { return AmdDeviceReader(library).ReadProcesses(index); });
       },
       js::FromProcessList, keep_alive);

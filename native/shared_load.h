@@ -61,4 +61,15 @@ class SharedLoad {
   uint64_t loads_ = 0;  // loads finished
 };
 
+/// Runs `then` with Library loaded (Library::Load(): tried again by each call while it fails, so a
+/// driver loaded since is found), or returns the failure of loading it.
+template <typename T, typename Library, typename Then>
+Result<T> WithLibrary(const Then& then) {
+  auto outcome = Library::Load();
+  if (const auto* failure = std::get_if<Failure>(&outcome)) {
+    return *failure;
+  }
+  return then(std::get<std::shared_ptr<const Library>>(outcome));
+}
+
 }  // namespace giul
