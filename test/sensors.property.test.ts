@@ -2,8 +2,12 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type Scored, scoreWindows, squareWave, type WindowPlan, windowPlans } from "./fakes/accuracy.js";
 import { inferenceTrace } from "./fakes/family.js";
+import { propertyOptions } from "./fakes/property.js";
 import type { DeviceSpec, PowerPoint } from "./fakes/scenario.js";
 import { SyntheticCard } from "./fakes/synthetic.js";
+
+/** The suite's seed (./fakes/property.ts). */
+const SEED = 20261205;
 
 // The sensor family of real cards (issue 49), generated: counters updating every 10–100 ms whose
 // updates wander up to ±20 % of the step and drift up to ±200 ppm, some changing cadence at run
@@ -138,7 +142,7 @@ describe("the sensor family of real cards, generated (fast-check)", () => {
       fc.asyncProperty(caseArb, async (c) => {
         all.push(...(await scoreCase(c)));
       }),
-      propertyOptions(),
+      propertyOptions(SEED),
     );
     const long = all.filter((r) => r.plan.close - r.plan.open >= 250e6);
     const sampled = long.filter((r) => r.sampled).length;
@@ -186,7 +190,7 @@ describe("the sensor family of real cards, generated (fast-check)", () => {
           expect(rows.some((r) => /holds each reading|trailing average/.test(r.reason ?? ""))).toBe(true);
         } else fresh.push(...rows);
       }),
-      propertyOptions(),
+      propertyOptions(SEED),
     );
     const long = fresh.filter((r) => r.plan.close - r.plan.open >= 250e6);
     const sampled = long.filter((r) => r.sampled).length;
@@ -218,20 +222,4 @@ async function scoreCase(c: { sensor: DeviceSpec; trace: Trace; gain: number }):
     }
   }
   return rows;
-}
-
-/**
- * The suite's cases come from one seed, the same on every run (a failure is the code's, never the
- * draw's). GIUL_PROPERTY_SEED=random draws afresh (what to explore with, GIUL_PROPERTY_RUNS
- * high); a failing case again: GIUL_PROPERTY_SEED and GIUL_PROPERTY_PATH as fast-check printed
- * them.
- */
-const SEED = 20261205;
-function propertyOptions(): fc.Parameters<unknown> {
-  const seed = process.env.GIUL_PROPERTY_SEED;
-  return {
-    numRuns: Number(process.env.GIUL_PROPERTY_RUNS ?? 60),
-    ...(seed === "random" ? {} : { seed: seed === undefined ? SEED : Number(seed) }),
-    ...(process.env.GIUL_PROPERTY_PATH !== undefined ? { path: process.env.GIUL_PROPERTY_PATH } : {}),
-  };
 }
