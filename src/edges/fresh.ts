@@ -59,7 +59,7 @@ export class FreshCounter {
 
   /** The smallest δ the counter has confirmed, or NaN. */
   delta(): number {
-    if (this.changeRun < FRESH_READS) return Number.NaN;
+    if (!this.changesEveryRead()) return Number.NaN;
     for (let d = 0; d < FRESH_NS.length; d++) {
       const e = this.evidence[d] as GainEvidence;
       if (!this.dead[d] && e.count >= FRESH_STEPS && e.consistent()) return FRESH_NS[d] as number;
