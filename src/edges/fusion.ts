@@ -49,7 +49,7 @@ export { type Basis, COUNTER_ONLY } from "./power-model.js";
 
 /** Reads further apart than this many periods came late (dither and asked reads keep them under 2). */
 const LATE_READ_GAP = 3;
-/** Steps back from each new value that judgeSpans() judges the rise over. */
+/** judgeSpans() judges the rise over 2 to SPAN_STEPS + 1 steps back (one is judgeStep()'s). */
 const SPAN_STEPS = 8;
 /** Two power readings' changes within this many sampler periods show a sensor as fresh as its reads. */
 const FRESH_PERIODS = 2.5;
@@ -261,8 +261,8 @@ export class CounterFusion {
   }
 
   /**
-   * The rise from each of the last SPAN_STEPS anchors of this run to `value`, first read now (read
-   * k), judged on the reads alone (no cadence, no staleness bound) and only where the sensor is
+   * The rise to `value`, first read now (read k), from each of the SPAN_STEPS anchors of this run
+   * before the newest, judged on the reads alone (no cadence, no staleness bound) and only where the sensor is
    * continuous: a counter that skipped updates can make each step look possible and still not
    * count what the readings say was drawn over several.
    */
