@@ -1,13 +1,16 @@
 import { afterAll, describe, expect, it } from "vitest";
 import type { Meter as MeterType } from "../src/index.js";
+import { scoreWindows, squareWave, windowPlans } from "./fakes/accuracy.js";
 import { nativeReady } from "./fakes/paths.js";
 import { type DeviceSpec, type JumpSpec, scenarioForThisProcess } from "./fakes/scenario.js";
+import { SyntheticCard } from "./fakes/synthetic.js";
 
 // A counter that moves in a way no power reading explains — a forward jump well within what a
 // card could draw over the sampler's period, or a stall while 250 W is drawn — must not be taken
 // for energy: the window across it is not `sampled`, its reason names the discontinuity, and the
 // next window is measured within its bar again. (A backwards step and a jump beyond any card's draw
-// are the sampler's own faults: test/meter.faults.test.ts.)
+// are the sampler's own faults: test/meter.faults.test.ts.) And a step read late is no such
+// thing: its readings missed what the power did between them.
 
 const base: DeviceSpec = { power: 250, counterStepMs: 100 };
 const sc = scenarioForThisProcess({ devices: [base] });
@@ -68,5 +71,31 @@ describe.runIf(nativeReady())("a counter discontinuity no power reading explains
     expect(e.method, `${e.joules} J, truth ${truth(m)} J`).toBe("estimated");
     expect(e.reason).toMatch(/stalled counter/);
     await measuredWindow(5, 600);
+  });
+});
+
+describe("a sampling thread that reads late", () => {
+  // A starved thread (a loaded host) reads up to 80 ms late on a 120 ↔ 360 W square wave of
+  // 45 ms half-period: the readings between its late reads miss whole phases, so such a step
+  // says nothing of the sensor's gain and is no glitch; every window is still within its bar.
+  it("declares no glitch from reads that came late, and no figure outside its bar", async () => {
+    const card = new SyntheticCard(
+      { power: squareWave(120, 360, 45, 60), counterStepMs: 10, powerNoiseW: 0.5 },
+      { periodMs: 10, dither: "golden", readsAtEdges: true, latencyUs: 80_000 },
+    );
+    const plans = windowPlans(1500, { minMs: 40, maxMs: 640, gapMs: [-300, 50], startMs: 500, seed: 3 });
+    const rows = await scoreWindows(
+      card,
+      plans.filter((p) => p.close < 55_000e6),
+      50,
+      { counterStepMs: 10 },
+    );
+    expect(rows.length).toBeGreaterThan(200);
+    expect(
+      rows.filter((r) => !r.sampled && /disagreed with the power readings/.test(r.reason ?? "")),
+    ).toEqual([]);
+    for (const r of rows.filter((x) => x.sampled))
+      expect(Math.abs(r.figureJ - r.truthJ)).toBeLessThanOrEqual(r.barJ + 1e-9);
+    expect(rows.filter((r) => r.sampled).length).toBeGreaterThanOrEqual(0.95 * rows.length);
   });
 });

@@ -448,10 +448,15 @@ export class CounterFusion {
     const dv = this.valueOf(n + 1) - this.valueOf(n);
     this.shape.check(dv, (a.lo + a.hi) / 2, (b.lo + b.hi) / 2);
     if (!this.usePower) return;
+    // Reads that came late (a starved sampler thread) cannot resolve the power between them: such
+    // a step is no evidence of the sensor's gain (nor a glitch, judgeStep()).
+    const kA = this.aK[n - this.anchorBase] as number;
+    const kB = this.aK[n + 1 - this.anchorBase] as number;
+    if (this.copy.maxGap(kA, kB) > LATE_READ_GAP * this.ring.periodNs()) return;
     this.judge.check(dv, a, b);
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
-    if ((this.aK[n + 1 - this.anchorBase] as number) === (this.aK[n - this.anchorBase] as number) + 1) {
+    if (kB === kA + 1) {
       this.fresh.check(dv, this.readWindow(n, this.windowA), this.readWindow(n + 1, this.windowB));
     }
   }

@@ -404,9 +404,9 @@ export class SensorJudge {
    * Judges a step as it closes (the counter rose by `dvMj` between an update in `a` and the next
    * in `b`), under the reading of the sensor the counter has supported so far: why it is not the
    * card's energy — a discontinuity (no allowed gain explains it: a jump, a stall) or a glitch (a
-   * gain the settled steps exclude; once: a second within EVIDENCE steps is a mismatch for good,
-   * taken as evidence and said in the diagnosis) — or null. A step so judged starts a new run of
-   * the counter and never becomes evidence.
+   * gain the settled steps exclude, where its reads came in time to resolve the power; once: a
+   * second within EVIDENCE steps is a mismatch for good, taken as evidence and said in the
+   * diagnosis) — or null. A step so judged starts a new run and never becomes evidence.
    */
   judge(
     dvMj: number,
@@ -423,7 +423,7 @@ export class SensorJudge {
     const why = discontinuity(dvMj, innerMj, outerMj, a, b, limits);
     if (why !== null) return why;
     const e = this.byModel[basis] as GainEvidence;
-    if (this.persistentMismatch || e.count < SETTLED_STEPS || !e.consistent()) return null;
+    if (readsLate || this.persistentMismatch || e.count < SETTLED_STEPS || !e.consistent()) return null;
     const odd = glitch(dvMj, innerMj, outerMj, e.gainLo, e.gainHi, this.gain);
     if (odd === null) return null;
     if (this.steps - this.lastOutlier <= EVIDENCE) {
