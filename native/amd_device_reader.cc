@@ -190,13 +190,10 @@ void AmdDeviceReader::SharedBySocket(unsigned int index, bool own, DeviceInfoDat
   std::optional<unsigned int> at;
   unsigned int with_counter = 0;
   for (unsigned int card : cards) {
-    uint64_t accumulator = 0;
-    uint64_t timestamp = 0;
-    float resolution = 0;
-    amdsmi::Handle handle = lib.handle(card);
-    const bool answers = card == index ? own : lib.Call([&] {
-      return lib.get_energy(handle, &accumulator, &resolution, &timestamp);
-    }) == amdsmi::kSuccess;
+    bool answers = own;
+    if (card != index) {
+      CounterMj(lib, lib.handle(card), &answers);
+    }
     if (answers) {
       with_counter += 1;
       at = at.value_or(card);
