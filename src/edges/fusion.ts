@@ -255,8 +255,7 @@ export class CounterFusion {
     const stale = cadenceHolds ? this.staleness.bound() : Number.POSITIVE_INFINITY;
     b.lo = Math.max(this.lastT - this.lastRead / 2, s.t - s.readNs / 2 - stale);
     b.hi = powerNs;
-    // Reads further apart than the dither allows came late (a starved sampler thread).
-    const late = this.copy.maxGap(this.aK[prev] as number, k) > LATE_READ_GAP * this.ring.periodNs();
+    const late = this.readLate(this.aK[prev] as number, k);
     return b.hi > b.lo ? this.judge.judge(dvMj, a, b, late) : null;
   }
 
@@ -277,7 +276,7 @@ export class CounterFusion {
       if ((this.aSeg[i] as number) !== this.segment) break;
       a.lo = this.aLo[i] as number;
       a.hi = this.aHi[i] as number;
-      const late = this.copy.maxGap(this.aK[i] as number, k) > LATE_READ_GAP * this.ring.periodNs();
+      const late = this.readLate(this.aK[i] as number, k);
       // The least a continuous sensor's readings need inside (a.hi, b.lo); a jump is at one
       // update, where judgeStep() sees it whole.
       this.memo.energy(a.hi, b.lo, CONTINUOUS, this.bounds);
@@ -286,6 +285,11 @@ export class CounterFusion {
       if (why !== null) return why;
     }
     return null;
+  }
+
+  /** Whether reads kA to kB came further apart than the dither allows (a starved sampler thread). */
+  private readLate(kA: number, kB: number): boolean {
+    return this.copy.maxGap(kA, kB) > LATE_READ_GAP * this.ring.periodNs();
   }
 
   /**
@@ -452,7 +456,7 @@ export class CounterFusion {
     // a step is no evidence of the sensor's gain (nor a glitch, judgeStep()).
     const kA = this.aK[n - this.anchorBase] as number;
     const kB = this.aK[n + 1 - this.anchorBase] as number;
-    if (this.copy.maxGap(kA, kB) > LATE_READ_GAP * this.ring.periodNs()) return;
+    if (this.readLate(kA, kB)) return;
     this.judge.check(dv, a, b);
     // The hypotheses that the counter is at most δ behind each read: only between two reads in a
     // row that both changed it.
