@@ -138,24 +138,28 @@ export class PowerReadings {
 
   /** The last reading held whose stamp is at or before `t`, or −1. */
   indexAtOrBefore(t: number): number {
-    const oldest = Math.max(0, this.head - this.capacity);
-    let b = this.head - 1;
-    if (b < oldest || this.atOf(oldest) > t) return -1;
+    const cap = this.capacity;
+    const oldest = Math.max(0, this.head - cap);
+    // Searched by offset from the oldest reading held, whose slot is found once: indices arrive
+    // as doubles, and a remainder of doubles at every probe cost most of the readings' energy.
+    const base = oldest % cap;
+    const at = this.at;
+    let b = this.head - 1 - oldest;
+    if (b < 0 || (at[base] as number) > t) return -1;
     // Most instants asked about are recent: gallop back from the newest reading, then bisect.
     let a = b;
     let step = 1;
-    while (a > oldest && this.atOf(a) > t) {
+    while (a > 0 && (at[base + a < cap ? base + a : base + a - cap] as number) > t) {
       b = a - 1;
-      a = Math.max(oldest, a - step);
+      a = Math.max(0, a - step);
       step *= 2;
     }
-    if (this.atOf(a) <= t && (a === b || this.atOf(a + 1) > t)) return a;
     while (b > a) {
       const mid = (a + b + 1) >> 1;
-      if (this.atOf(mid) <= t) a = mid;
+      if ((at[base + mid < cap ? base + mid : base + mid - cap] as number) <= t) a = mid;
       else b = mid - 1;
     }
-    return a;
+    return oldest + a;
   }
 
   /** Whether reading k is still held. */

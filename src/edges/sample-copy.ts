@@ -136,23 +136,32 @@ export class SampleCopy {
    * fewer than two. Whole blocks by their maxima, the ends slot by slot: O(BLOCK + span / BLOCK).
    */
   maxGap(kFrom: number, kTo: number): number {
+    const cap = this.capacity;
     const last = Math.min(kTo, this.written - 1);
     let k = Math.max(kFrom, this.oldest());
+    // Walked by slot as well as by index, the slot found once (indices arrive as doubles, and a
+    // remainder of doubles at every sample is a call into the C library).
+    let slot = k % cap;
     // The first readable sample of the span: its own gap reaches before the span.
-    while (k <= last && Number.isNaN(this.times[k % this.capacity] as number)) k++;
+    while (k <= last && Number.isNaN(this.times[slot] as number)) {
+      k++;
+      slot = slot + 1 === cap ? 0 : slot + 1;
+    }
     k += 1;
+    slot = slot + 1 === cap ? 0 : slot + 1;
     let gap = 0;
     while (k <= last) {
-      const slot = k % this.capacity;
-      const size = Math.min(BLOCK, this.capacity - slot);
-      if (slot % BLOCK === 0 && k + size - 1 <= last) {
+      const size = Math.min(BLOCK, cap - slot);
+      if ((slot & (BLOCK - 1)) === 0 && k + size - 1 <= last) {
         const m = this.blockMax[slot / BLOCK] as number;
         if (m > gap) gap = m;
         k += size;
+        slot = slot + size === cap ? 0 : slot + size;
       } else {
         const g = this.gaps[slot] as number;
         if (g > gap) gap = g;
         k++;
+        slot = slot + 1 === cap ? 0 : slot + 1;
       }
     }
     return gap;
