@@ -22,7 +22,7 @@ import type { SampleCopy } from "./sample-copy.js";
 import type { PowerShape } from "./shape.js";
 import type { CounterStaleness } from "./staleness.js";
 import { CALIBRATION_LIMITS } from "./step-judge.js";
-import { anchorAfter, anchorBefore, anchorBound, type Bound, type EnergyBound } from "./uncertainty.js";
+import { anchorAfter, anchorBefore, type Bound, updateBound } from "./uncertainty.js";
 
 /** Where CounterFusion.at writes the fused energy at an instant (RingEdge has these fields). */
 export interface FusedTarget {
@@ -54,8 +54,6 @@ export interface FusedCounter {
   readonly staleness: CounterStaleness;
   /** Written by sensorEnergy and windowEnergy. */
   readonly bounds: Bound;
-  basisNow: Basis;
-  readonly energyOf: EnergyBound;
   basis(): Basis;
   seg(n: number): number;
   valueOf(n: number): number;
@@ -134,13 +132,12 @@ export class ClosedSteps {
     let hi = Number.POSITIVE_INFINITY;
     const w = this.wScratch;
     const one = this.anchorScratch;
-    this.f.basisNow = COUNTER_ONLY;
     const step = this.step;
     // The counter alone: every update from the last wholly before t to the first wholly after it
     // (those between straddle t, each bounding E(t) by its value on the side its instant may be).
     for (let j = step.left; j <= step.right; j++) {
       this.f.locked(j, w);
-      anchorBound(this.f.valueOf(j), w, t, this.f.energyOf, 0, Number.POSITIVE_INFINITY, one);
+      updateBound(this.f.valueOf(j), w, t, one);
       if (one.lo > lo) lo = one.lo;
       if (one.hi < hi) hi = one.hi;
     }
@@ -154,7 +151,6 @@ export class ClosedSteps {
     const gLo = gain.gainLo;
     const gHi = gain.gainHi;
     const e = this.f.bounds;
-    this.f.basisNow = basis;
     // From the update before t: its value plus the readings' energy since (at least from its
     // window's end, at most from its start).
     const vL = this.f.valueOf(step.left);

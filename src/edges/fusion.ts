@@ -38,7 +38,7 @@ import { SensorEnergyMemo } from "./sensor-energy.js";
 import { PowerShape } from "./shape.js";
 import { CounterStaleness } from "./staleness.js";
 import { CALIBRATION_LIMITS, discontinuity, LATE_READ_LIMITS } from "./step-judge.js";
-import type { Bound, EnergyBound } from "./uncertainty.js";
+import type { Bound } from "./uncertainty.js";
 
 /** What a ring's power readings are. */
 export type PowerKind = "instant" | "averaged";
@@ -103,10 +103,6 @@ export class CounterFusion {
   private readonly windowB = { lo: 0, hi: 0, readNs: 0 };
   private readonly stepA: Bound = { lo: 0, hi: 0 };
   private readonly stepB: Bound = { lo: 0, hi: 0 };
-  /** @internal (./closed-step.ts) */
-  basisNow: Basis = COUNTER_ONLY;
-  /** @internal (./closed-step.ts) */
-  readonly energyOf: EnergyBound = (x, y, end) => this.energy(x, y, this.basisNow, end);
   /** Edges bounded inside closed counter steps (./closed-step.ts). */
   private readonly closed = new ClosedSteps(this);
   /** Where inside a step the energy went, by the readings (./shape.ts): the estimate's, not the bar's; read by ./closed-step.ts. */
@@ -329,15 +325,6 @@ export class CounterFusion {
   /** @internal (./closed-step.ts) */
   valueOf(n: number): number {
     return this.aValue[n - this.anchorBase] as number;
-  }
-
-  /** One end of the sensor's energy over (x, y) under `basis` (COUNTER_ONLY: 0 to +∞). */
-  private energy(x: number, y: number, basis: Basis, end: "lo" | "hi"): number {
-    if (!(y > x)) return 0;
-    if (!Number.isFinite(x) || !Number.isFinite(y)) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
-    if (basis === COUNTER_ONLY) return end === "lo" ? 0 : Number.POSITIVE_INFINITY;
-    this.sensorEnergy(x, y, basis);
-    return end === "lo" ? this.bounds.lo : this.bounds.hi;
   }
 
   /** The sensor's energy over anchor j's update window `w` into this.bounds (kept per anchor); read by ./closed-step.ts. */

@@ -150,9 +150,6 @@ export function fusedSpan(
   return { valueMj: diffMj, errMj: Math.max(diffMj - lo, hi - diffMj) };
 }
 
-/** One end of a sensor's energy between two instants (mJ): `end` "lo" the least, "hi" the most. */
-export type EnergyBound = (fromNs: number, toNs: number, end: "lo" | "hi") => number;
-
 /** A two-sided bound, written in place by the functions below (no allocation on the edge's path). */
 export interface Bound {
   lo: number;
@@ -160,39 +157,23 @@ export interface Bound {
 }
 
 /**
- * What one anchor of a counter says of its cumulative energy at `t` (mJ), into `out`: at an update
- * instant somewhere in [lo, hi] the card's energy was `valueMj` (to the counter's read quantum), so
- * at `t` it was that plus the energy from the instant to `t` (minus it, from `t` to the instant),
- * which `energy` bounds in sensor units and [gainLo, gainHi] converts (power = gain × sensor).
- * Either end may be infinite (nothing bounds the power there).
+ * What one update of a counter says alone of its cumulative energy at `t` (mJ), into `out`: at an
+ * instant somewhere in [lo, hi] the card's energy was `valueMj` (to the counter's read quantum),
+ * and nothing bounds the power, so an update wholly before `t` bounds E(t) from below, one wholly
+ * after it from above, and one whose instant may lie either side of `t` bounds nothing.
  */
-export function anchorBound(
+export function updateBound(
   valueMj: number,
   instant: { readonly lo: number; readonly hi: number },
   t: number,
-  energy: EnergyBound,
-  gainLo: number,
-  gainHi: number,
   out: Bound,
 ): void {
-  const q = COUNTER_READ_QUANTUM_MJ;
-  let lo =
-    instant.hi <= t
-      ? valueMj - q + gainLo * energy(instant.hi, t, "lo")
-      : valueMj - q - gainHi * energy(t, instant.hi, "hi");
-  let hi =
-    instant.lo <= t
-      ? valueMj + q + gainHi * energy(instant.lo, t, "hi")
-      : valueMj + q - gainLo * energy(t, instant.lo, "lo");
-  // 0 × ∞ (no gain bound over no time) bounds nothing.
-  if (Number.isNaN(lo)) lo = Number.NEGATIVE_INFINITY;
-  if (Number.isNaN(hi)) hi = Number.POSITIVE_INFINITY;
-  out.lo = lo;
-  out.hi = hi;
+  out.lo = instant.hi <= t ? valueMj - COUNTER_READ_QUANTUM_MJ : Number.NEGATIVE_INFINITY;
+  out.hi = instant.lo > t ? valueMj + COUNTER_READ_QUANTUM_MJ : Number.POSITIVE_INFINITY;
 }
 
 /**
- * anchorBound for an update wholly before `t` (mJ), into `out`: the energy since is at least the
+ * The bound of an update wholly before `t` (mJ), into `out`: the energy since is at least the
  * sensor's least from the update window's end (`fromEndLo`), at most its most from the window's
  * start (`fromStartHi`), times the gain range.
  */
@@ -210,7 +191,7 @@ export function anchorBefore(
 }
 
 /**
- * anchorBound for an update wholly after `t` (mJ), into `out`: the energy until it is at least the
+ * The bound of an update wholly after `t` (mJ), into `out`: the energy until it is at least the
  * sensor's least to the update window's start (`toStartLo`), at most its most to the window's end
  * (`toEndHi`), times the gain range.
  */
