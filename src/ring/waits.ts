@@ -325,31 +325,37 @@ export class RingWaits<E> {
     // Whether every waiting edge waits only for the counter's next update.
     let counterOnly = this.readying.length === 0 && this.hooks.awaitingCounter !== undefined;
     let stalled: string | null = null;
-    const readying: ReadyWaiter[] = [];
-    for (const w of this.readying) {
+    // The waits kept are moved down in place (a crowd of windows polled at every counter change
+    // would otherwise make two arrays a poll); one added meanwhile (by a `done`) is looked at too.
+    const readying = this.readying;
+    let keptReady = 0;
+    for (let i = 0; i < readying.length; i++) {
+      const w = readying[i] as ReadyWaiter;
       const failure = ring?.failure() ?? null;
       if (ring !== null && ring.head() > 0) w.done(OK);
       else if (ring === null) w.done(fail(this.hooks.notRunning()));
       else if (failure !== null) w.done(fail(failure));
-      else if (now < w.deadline) readying.push(w);
+      else if (now < w.deadline) readying[keptReady++] = w;
       else if (now - w.since >= STALL_MIN_WAIT_MS) {
         stalled ??= `it produced no sample within ${Math.round(now - w.since)} ms of starting`;
-        readying.push(w);
+        readying[keptReady++] = w;
       } else {
         w.done(fail(`the sampler had no sample yet within ${Math.round(now - w.since)} ms`));
       }
     }
-    this.readying = readying;
-    const settling: SettleWaiter<E>[] = [];
+    readying.length = keptReady;
+    const settling = this.settling;
+    let kept = 0;
     // An edge still without the sample after it asks for another read (the one asked may have
     // begun before the edge was taken); one that has it waits for the next periodic sample.
     let readMore = false;
     const progress = this.hooks.counterProgress?.() ?? -1;
-    for (const w of this.settling) {
+    for (let i = 0; i < settling.length; i++) {
+      const w = settling[i] as SettleWaiter<E>;
       // Nothing new for edges that wait for the counter's next update: not looked at again, unless
       // they have waited as long as it may take.
       if (progress >= 0 && w.counterAt === progress && now - w.since < updateWaitMs(ring)) {
-        settling.push(w);
+        settling[kept++] = w;
         continue;
       }
       let pending = false;
@@ -365,12 +371,12 @@ export class RingWaits<E> {
       if (!forCounter) counterOnly = false;
       if (sampleless) readMore = true;
       if (!pending) w.done.finished();
-      else if (now < w.deadline) settling.push(w);
+      else if (now < w.deadline) settling[kept++] = w;
       else if (!sampleless) {
         // Every edge has its sample after it: it waits for a later one that bounds it (the energy
         // counter's next update), as long as a few of the counter's steps, then gives up on it.
         const waitedMs = now - w.since;
-        if (waitedMs < updateWaitMs(ring)) settling.push(w);
+        if (waitedMs < updateWaitMs(ring)) settling[kept++] = w;
         else {
           const reason = `the energy counter did not update within ${Math.round(waitedMs)} ms after the edge: its energy there cannot be bounded`;
           for (const e of w.edges) if (this.hooks.pending(e)) this.hooks.fail(e, reason);
@@ -378,10 +384,10 @@ export class RingWaits<E> {
         }
       } else {
         stalled ??= `no sample came within ${Math.round(now - w.since)} ms after the edge`;
-        settling.push(w);
+        settling[kept++] = w;
       }
     }
-    this.settling = settling;
+    settling.length = kept;
     if (stalled !== null) this.declareStall(ring, stalled);
     if (this.settling.length > 0 || this.readying.length > 0)
       this.schedule(ring, readMore, Number.NEGATIVE_INFINITY, counterOnly && !readMore ? head : -1);
