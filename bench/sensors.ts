@@ -3,10 +3,11 @@
 // against Zeus (the counter read at the two edges). Run through bench/sensors.js:
 //
 //   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json] [--integral]
-//   [--unaligned]
+//   [--unaligned] [--edges]
 //   (--integral: the same sensors without an energy counter, through nvml_sampler; --unaligned:
 //   each window moved off its request by up to half its length either way, so that the load's
-//   changes fall anywhere in it, as for a request sharing the card)
+//   changes fall anywhere in it, as for a request sharing the card; --edges: a table of where the
+//   error comes from, each edge's fused value against the exact cumulative energy at it)
 //
 // Per window length: sampled / windows, outside its bar (must be 0), mean |err| % giul / Zeus,
 // mean signed err % giul, median bar %. Everything above idle (60 W).
@@ -28,6 +29,7 @@ const jsonOut = arg("--json", "");
 // --integral: the same sensors with no energy counter (nvml_sampler: the power readings integrated).
 const integral = process.argv.includes("--integral");
 const unaligned = process.argv.includes("--unaligned");
+const edges = process.argv.includes("--edges");
 const IDLE_W = 60;
 const LENGTHS = [100, 250, 1000, 3000, 20, 5000];
 const SHOWN = [100, 250, 1000, 3000, 5000];
@@ -38,6 +40,9 @@ const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? Number.NaN : (s[Math.floor(s.length / 2)] as number);
 };
+
+/** Mean of the finite values (NaN for none). */
+const meanOf = (xs: number[]) => mean(xs.filter((x) => Number.isFinite(x)));
 
 interface ByLength {
   windows: number;
@@ -75,6 +80,23 @@ console.log(
 );
 console.log(`|---|---:|---:|---:|${SHOWN.map(() => "---").join("|")}|`);
 const out: Record<string, unknown> = {};
+const edgeRows: string[] = [];
+
+/**
+ * Where the error comes from: the mean signed error (J) of the opening and of the closing edges of
+ * the sampled windows (fused value less the exact cumulative energy), by window length, and their
+ * mean absolute error. One-signed and as large as the mean absolute: a bias at that edge.
+ */
+function edgeRow(name: string, rows: readonly Scored[]): string {
+  const cells = SHOWN.map((l) => {
+    const s = rows.filter((r) => r.sampled && Math.abs((r.plan.close - r.plan.open) / 1e6 - l) <= 0.11 * l);
+    const open = s.map((r) => r.openErrJ);
+    const close = s.map((r) => r.closeErrJ);
+    const abs = (xs: number[]) => meanOf(xs.map(Math.abs));
+    return `${f(meanOf(open), 2)} (${f(abs(open), 2)}) / ${f(meanOf(close), 2)} (${f(abs(close), 2)})`;
+  });
+  return `| ${name} | ${cells.join(" | ")} |`;
+}
 for (const sensor of SENSORS) {
   if (only !== "" && !sensor.name.includes(only)) continue;
   const trace = inferenceTrace(N, LENGTHS, { idleW: IDLE_W, seed: SEED });
@@ -115,5 +137,14 @@ for (const sensor of SENSORS) {
       );
   }
   out[sensor.name] = Object.fromEntries(SHOWN.map((l) => [l, byLength(rows, l)]));
+  if (edges) edgeRows.push(edgeRow(sensor.name, rows));
+}
+if (edges) {
+  console.log(
+    "\nEach edge's fused value less the exact cumulative energy at it, J: mean signed (mean |·|), opening / closing edge\n",
+  );
+  console.log(`| sensor | ${SHOWN.map((l) => `${l} ms`).join(" | ")} |`);
+  console.log(`|---|${SHOWN.map(() => "---").join("|")}|`);
+  for (const row of edgeRows) console.log(row);
 }
 if (jsonOut !== "") writeFileSync(jsonOut, JSON.stringify(out, null, 2));

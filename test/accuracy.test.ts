@@ -234,3 +234,21 @@ describe("bars tight enough to defend a figure (100 ms counter step)", () => {
     expect(s.medianBarPct).toBeLessThanOrEqual(12);
   });
 });
+
+describe("each edge scored against the exact cumulative energy (bench/sensors.js --edges)", () => {
+  it("a window's error is its closing edge's less its opening edge's, on every sampled request", async () => {
+    // The per-edge table says where a window's error comes from; it is only worth reading if the
+    // edges' errors add up to the windows' (the truth's cumulative energy on the ring's clock).
+    const { power, plans } = inferenceTrace(400, [250, 1000], { idleW: IDLE_W, seed: 5 });
+    const card = new SyntheticCard(
+      { power, counterStepMs: 100, powerUpdateMs: 100, powerAvgShare: 0.25 },
+      { periodMs: DEFAULT_PERIOD_MS, dither: "golden", readsAtEdges: true },
+    );
+    const rows = (await scoreWindows(card, plans, IDLE_W, { counterStepMs: 100 })).filter((r) => r.sampled);
+    expect(rows.length).toBeGreaterThan(350);
+    for (const r of rows) {
+      expect(Number.isFinite(r.openErrJ) && Number.isFinite(r.closeErrJ)).toBe(true);
+      expect(Math.abs(r.figureJ - r.truthJ - (r.closeErrJ - r.openErrJ))).toBeLessThan(1e-6);
+    }
+  });
+});

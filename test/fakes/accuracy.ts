@@ -29,6 +29,12 @@ export interface Scored {
   /** Zeus's figure before idle is taken off: the counter's difference (J). */
   readonly zeusGrossJ: number | null;
   readonly caveat: string | null;
+  /**
+   * Each edge's fused value less the exact cumulative energy at it (J; NaN unsampled or without a
+   * counter): where a window's error comes from, its opening or its closing edge.
+   */
+  readonly openErrJ: number;
+  readonly closeErrJ: number;
 }
 
 /** When a window's span is read: after the first sample past its close (close()), or later. */
@@ -171,7 +177,7 @@ export async function scoreWindows(
       if (!force && card.lastSampleT() - extraNs <= w.plan.close) continue;
       if (!card.track.settled([w.open, w.close]) && !force) continue;
       const m = card.track.span(w.open, w.close);
-      out[i] = scoreOne(card, w.plan, idleW, m);
+      out[i] = scoreOne(card, w.plan, idleW, m, [edgeErrJ(card, w.open), edgeErrJ(card, w.close)]);
       live.delete(i);
     }
   };
@@ -204,6 +210,7 @@ function scoreOne(
   plan: WindowPlan,
   idleW: number,
   m: Awaited<ReturnType<SyntheticCard["track"]["span"]>>,
+  [openErrJ, closeErrJ]: readonly [number, number] = [Number.NaN, Number.NaN],
 ): Scored {
   const seconds = (plan.close - plan.open) / 1e9;
   const truthJ = card.truth.energyJ(plan.open, plan.close) - idleW * seconds;
@@ -222,6 +229,8 @@ function scoreOne(
       zeusJ,
       zeusGrossJ,
       caveat: null,
+      openErrJ: Number.NaN,
+      closeErrJ: Number.NaN,
     };
   }
   return {
@@ -234,7 +243,16 @@ function scoreOne(
     zeusJ,
     zeusGrossJ,
     caveat: m.caveat,
+    openErrJ,
+    closeErrJ,
   };
+}
+
+/** An edge's fused value less the exact cumulative energy at its instant (J), NaN where not read. */
+function edgeErrJ(card: SyntheticCard, edge: Edge): number {
+  const r = card.track.reading(edge);
+  const exact = card.truth.cumulativeMj(Number(edge.tNs - card.ring.epochNs));
+  return r.ok && exact !== null ? (r.valueMj - exact) / 1000 : Number.NaN;
 }
 
 /** What a list of scored windows says. */

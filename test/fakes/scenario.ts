@@ -508,6 +508,18 @@ export class DeviceTruth {
     return powerAt(this.d, relNs / 1e6);
   }
 
+  /**
+   * What the counter would read at an instant (ns from t0) if it updated continuously (mJ, not
+   * truncated): the exact cumulative energy an edge's fused value estimates; null without one.
+   */
+  cumulativeMj(relNs: number): number | null {
+    const d = this.d;
+    if (!d.counter) return null;
+    let jumps = 0n;
+    for (const j of d.jumps) if (j.tMs <= relNs / 1e6) jumps += j.deltaMj;
+    return Number(d.energyOffsetMj + jumps) + energyMjAt(d, relNs / 1e6);
+  }
+
   /** The counter (mJ) as the double answers it at an instant (ns from t0); null without one. */
   counterMj(relNs: number): number | null {
     const d = this.d;
