@@ -136,17 +136,18 @@ export class PowerReadings {
     return this.run[k % this.capacity] as number;
   }
 
-  /** The last reading held whose stamp is at or before `t`, or −1. */
+  /**
+   * The last reading held whose stamp is at or before `t`, or −1: galloping back from the newest
+   * (most instants asked about are recent), then bisecting, by offset from the oldest reading held
+   * (its slot found once: indices arrive as doubles, and `%` on doubles is a C library call).
+   */
   indexAtOrBefore(t: number): number {
     const cap = this.capacity;
     const oldest = Math.max(0, this.head - cap);
-    // Searched by offset from the oldest reading held, whose slot is found once: indices arrive
-    // as doubles, and a remainder of doubles at every probe cost most of the readings' energy.
     const base = oldest % cap;
     const at = this.at;
     let b = this.head - 1 - oldest;
     if (b < 0 || (at[base] as number) > t) return -1;
-    // Most instants asked about are recent: gallop back from the newest reading, then bisect.
     let a = b;
     let step = 1;
     while (a > 0 && (at[base + a < cap ? base + a : base + a - cap] as number) > t) {
@@ -236,15 +237,8 @@ export function energyBounds(
   const first = Math.max(0, p.head - p.capacity);
   const last = p.head - 1;
   if (last < first || p.atOf(first) > x || p.atOf(last) < y) out.hi = Number.POSITIVE_INFINITY;
-  // The reading at or before x (binary search over stamps, which increase).
-  let a = first;
-  let b = last;
-  while (b - a > 1) {
-    const mid = (a + b) >> 1;
-    if (p.atOf(mid) <= x) a = mid;
-    else b = mid;
-  }
-  for (let i = a; i < last; i++) {
+  // From the reading at or before x (the first held, where none is).
+  for (let i = Math.max(first, p.indexAtOrBefore(x)); i < last; i++) {
     const t0 = p.atOf(i);
     const t1 = p.atOf(i + 1);
     if (t0 >= y) break;
