@@ -81,9 +81,9 @@ export class SensorEnergyMemo {
     let hi = 0;
     if (j === i) {
       // One reading inside: only the two partial intervals below.
-    } else if (model === CONTINUOUS && this.sum(j) && this.sumBadOf(j) === this.sumBadOf(i)) {
-      lo = this.sumLoOf(j) - this.sumLoOf(i);
-      hi = this.sumHiOf(j) - this.sumHiOf(i);
+    } else if (model === CONTINUOUS && this.sums(i, j, out)) {
+      lo = out.lo;
+      hi = out.hi;
     } else {
       const key = (i * 4 + model) * 1e6 + (j - i);
       const slot = ((i * 31 + (j - i) * 7 + model) >>> 0) % MEMO;
@@ -159,7 +159,7 @@ export class SensorEnergyMemo {
         this.sumBad[slot] = 0;
         continue;
       }
-      const prev = (m - 1) % cap;
+      const prev = slot === 0 ? cap - 1 : slot - 1;
       const part = this.partScratch;
       part.lo = 0;
       part.hi = 0;
@@ -172,15 +172,19 @@ export class SensorEnergyMemo {
     return true;
   }
 
-  private sumLoOf(k: number): number {
-    return this.sumLo[k % this.power.capacity] as number;
-  }
-
-  private sumHiOf(k: number): number {
-    return this.sumHi[k % this.power.capacity] as number;
-  }
-
-  private sumBadOf(k: number): number {
-    return this.sumBad[k % this.power.capacity] as number;
+  /**
+   * The bounds of the whole intervals from reading i to reading j under CONTINUOUS, from the
+   * running sums, into `out`; false where j is not written yet or a failed read lies between.
+   * Each slot found once (a remainder of doubles is a call into the C library).
+   */
+  private sums(i: number, j: number, out: { lo: number; hi: number }): boolean {
+    if (!this.sum(j)) return false;
+    const cap = this.power.capacity;
+    const a = i % cap;
+    const b = j % cap;
+    if (this.sumBad[a] !== this.sumBad[b]) return false;
+    out.lo = (this.sumLo[b] as number) - (this.sumLo[a] as number);
+    out.hi = (this.sumHi[b] as number) - (this.sumHi[a] as number);
+    return true;
   }
 }
