@@ -481,6 +481,13 @@ function prim(d: ResolvedDevice, t: number): number {
   return (d.cum[lo] as number) + ((t - a[0]) * (a[1] + powerAt(d, t))) / 2;
 }
 
+/** What the counter's jumps up to `ms` (from t0) added to it, mJ. */
+function jumpsMj(d: ResolvedDevice, ms: number): bigint {
+  let jumps = 0n;
+  for (const j of d.jumps) if (j.tMs <= ms) jumps += j.deltaMj;
+  return jumps;
+}
+
 /** Energy from t0 to t (ms from t0), in mJ (= W·ms). */
 function energyMjAt(d: ResolvedDevice, t: number): number {
   return prim(d, t) - prim(d, 0);
@@ -515,9 +522,7 @@ export class DeviceTruth {
   cumulativeMj(relNs: number): number | null {
     const d = this.d;
     if (!d.counter) return null;
-    let jumps = 0n;
-    for (const j of d.jumps) if (j.tMs <= relNs / 1e6) jumps += j.deltaMj;
-    return Number(d.energyOffsetMj + jumps) + energyMjAt(d, relNs / 1e6);
+    return Number(d.energyOffsetMj + jumpsMj(d, relNs / 1e6)) + energyMjAt(d, relNs / 1e6);
   }
 
   /** The counter (mJ) as the double answers it at an instant (ns from t0); null without one. */
@@ -525,9 +530,7 @@ export class DeviceTruth {
     const d = this.d;
     if (!d.counter) return null;
     const s = counterUpdateMs(d, BigInt(Math.round(relNs)));
-    let jumps = 0n;
-    for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
-    const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumps;
+    const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumpsMj(d, s);
     return Number(v < 0n ? 0n : v);
   }
 
@@ -539,9 +542,7 @@ export class DeviceTruth {
     const d = this.d;
     if (!d.counter) return null;
     const s = counterUpdateMs(d, BigInt(Math.round(relNs)));
-    let jumps = 0n;
-    for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
-    const mj = Number(d.energyOffsetMj) + Number(jumps) + energyMjAt(d, s);
+    const mj = Number(d.energyOffsetMj) + Number(jumpsMj(d, s)) + energyMjAt(d, s);
     return mj <= 0 ? 0 : Math.floor(mj * 65.536) / 65.536;
   }
 
@@ -705,9 +706,7 @@ export class Scenario {
     const d = this.device(device);
     if (!d.counter) return null;
     const s = counterUpdateMs(d, tNs - this.origin);
-    let jumps = 0n;
-    for (const j of d.jumps) if (j.tMs <= s) jumps += j.deltaMj;
-    const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumps;
+    const v = d.energyOffsetMj + BigInt(Math.trunc(energyMjAt(d, s))) + jumpsMj(d, s);
     return v < 0n ? 0n : v;
   }
 
