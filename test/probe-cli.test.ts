@@ -151,7 +151,7 @@ describe.runIf(ready)("giul-probe with two cards, one with the energy counter an
 interface SensorJson {
   seconds: number;
   counterUpdateMs: { least: number; median: number; most: number; updates: number } | null;
-  powerRefreshMs: { atMostMs: number; shortestRunMs: number } | null;
+  powerRefreshMs: { atMostMs: number; shortestRunMs: number; medianRunMs: number } | null;
   cadenceLock: string;
   lockMs: number | null;
 }
@@ -193,6 +193,9 @@ describe.runIf(ready)("giul-probe: what each card's sensors did while watched", 
     // The power reading holds each value 20 ms: the refresh bound is at least that, and near it.
     expect(grid.powerRefreshMs?.atMostMs, JSON.stringify(grid)).toBeGreaterThanOrEqual(20 - 2);
     expect(grid.powerRefreshMs?.atMostMs, JSON.stringify(grid)).toBeLessThan(20 + 12);
+    // Each value is seen from the first read after its refresh to the read before the next one's.
+    expect(grid.powerRefreshMs?.medianRunMs, JSON.stringify(grid)).toBeGreaterThan(20 - 12);
+    expect(grid.powerRefreshMs?.medianRunMs, JSON.stringify(grid)).toBeLessThan(20 + 12);
     // 100 ms steps, each update 0–12 ms late: intervals 88–112 ms, seen through 10 ms reads.
     const w = wander.counterUpdateMs;
     expect(w?.median, JSON.stringify(wander)).toBeGreaterThan(100 - 11);
@@ -216,7 +219,7 @@ describe.runIf(ready)("giul-probe: what each card's sensors did while watched", 
     expect(coarse).toMatch(
       /counter updates\s+every (1[6-9]|2[0-4])(\.\d)? ms \(median of \d+ well-read updates; /,
     );
-    expect(coarse).toMatch(/power refreshes\s+at least every \d+(\.\d)? ms \(shortest value held/);
+    expect(coarse).toMatch(/power refreshes\s+at least every \d+(\.\d)? ms \(each value held/);
     expect(coarse).toMatch(/cadence lock\s+no: read too seldom/);
     expect(coarse).toMatch(/bars bounded by\s+.* \(watched 1 s\)/);
     expect(cardSection(ran.stdout, 1)).toMatch(/cadence lock\s+no counter/);

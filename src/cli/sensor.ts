@@ -30,8 +30,15 @@ export interface SensorSeen {
    * so no update interval can be timed; null without a counter.
    */
   readonly counterChangesEveryRead?: boolean | null;
-  /** The power reading: refreshes at least every `atMostMs`; its shortest run of one value. */
-  readonly powerRefreshMs: { readonly atMostMs: number; readonly shortestRunMs: number } | null;
+  /**
+   * The power reading: refreshes at least every `atMostMs`; its shortest and median run of one
+   * value (the median about its refresh where it holds its readings, about a read where it does not).
+   */
+  readonly powerRefreshMs: {
+    readonly atMostMs: number;
+    readonly shortestRunMs: number;
+    readonly medianRunMs: number;
+  } | null;
   /**
    * Whether bars place the counter's updates by its cadence: `locked` (to within `lockMs`),
    * `learning` (fewer updates seen than a lock needs), `coarse` (read too seldom for its updates:
@@ -71,7 +78,11 @@ export function sensorSeen(report: FusionReport | null, backend: BackendName, se
       u === null ? null : { least: ms(u.least), median: ms(u.median), most: ms(u.most), updates: u.count },
     counterChangesEveryRead: c.changeEveryRead,
     powerRefreshMs: Number.isFinite(report.refreshUpperNs)
-      ? { atMostMs: ms(report.refreshUpperNs), shortestRunMs: ms(report.shortestRunNs) }
+      ? {
+          atMostMs: ms(report.refreshUpperNs),
+          shortestRunMs: ms(report.shortestRunNs),
+          medianRunMs: ms(report.medianRunNs),
+        }
       : null,
     cadenceLock: c.irregular ? "irregular" : locked ? "locked" : coarse ? "coarse" : "learning",
     lockMs: locked ? ms(c.lockedNs) : null,
@@ -149,7 +160,7 @@ export function sensorRows(seen: SensorSeen | string): Array<readonly [string, s
       `power refreshes`,
       p === null
         ? "not seen"
-        : `at least every ${f(p.atMostMs)} ms (shortest value held ${f(p.shortestRunMs)} ms)`,
+        : `at least every ${f(p.atMostMs)} ms (each value held ${f(p.medianRunMs)} ms at the median, ${f(p.shortestRunMs)} ms the shortest)`,
     ],
     [`cadence lock`, lock],
     [`bars bounded by`, `${seen.bounding} (watched ${seen.seconds} s)`],

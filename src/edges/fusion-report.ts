@@ -60,9 +60,10 @@ export interface FusionReport {
   readonly shapeLagNs: number;
   /** Share of power readings that differed from the one before (1: the sensor refreshes faster than reads). */
   readonly powerChangedShare: number;
-  /** An upper bound on the sensor's refresh, and its shortest run of one value (ns). */
+  /** An upper bound on the sensor's refresh, its shortest and median run of one value (ns). */
   readonly refreshUpperNs: number;
   readonly shortestRunNs: number;
+  readonly medianRunNs: number;
   /** The sensor's gain against the counter (true = gain × sensor), null without one. */
   readonly gain: [number, number] | null;
   /** Closed counter steps checked. */
@@ -103,6 +104,7 @@ export function fusionReport(seen: {
     powerChangedShare: power.changes / Math.max(1, power.head),
     refreshUpperNs: power.refreshUpperNs,
     shortestRunNs: power.shortestRunNs,
+    medianRunNs: power.runs.medianNs(),
     gain: gain === null ? null : [gain.gainLo, gain.gainHi],
     steps: seen.steps,
     persistentMismatch: seen.persistentMismatch,

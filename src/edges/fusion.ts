@@ -51,8 +51,6 @@ export { type Basis, COUNTER_ONLY } from "./power-model.js";
 const LATE_READ_GAP = 3;
 /** judgeSpans() judges the rise over 2 to SPAN_STEPS + 1 steps back (one is judgeStep()'s). */
 const SPAN_STEPS = 8;
-/** Two power readings' changes within this many sampler periods show a sensor as fresh as its reads. */
-const FRESH_PERIODS = 2.5;
 
 export class CounterFusion {
   /** @internal (./closed-step.ts) */
@@ -138,7 +136,6 @@ export class CounterFusion {
       this.lastEnergy = Number.NaN;
     }
     if (this.processed >= head) return;
-    this.power.freshWithinNs = FRESH_PERIODS * ring.periodNs();
     const s = this.s;
     for (; this.processed < head; this.processed++) {
       const k = this.processed;

@@ -13,6 +13,7 @@
  *   (./fusion.ts). Times are ns relative to the ring's epoch, power mW, energy mJ.
  */
 
+import { ReadRuns } from "./read-runs.js";
 import {
   CALIBRATION_LIMITS,
   discontinuity,
@@ -53,18 +54,13 @@ export class PowerReadings {
   private runBase = 0;
   /** Samples written so far. */
   head = 0;
-  /**
-   * A run of two or more identical readings ended with a change: the sensor may hold its values
-   * (or the power was flat for a while). Until then, nothing suggests that it does.
-   */
-  repeatsSeen = false;
+  /** The runs of one value ended by a change: whether the sensor holds its readings. */
+  readonly runs = new ReadRuns();
   /**
    * An upper bound on the sensor's refresh interval (ns; +∞ until known): the shortest span from
    * the read before one change to the read that showed the next change holds two refreshes.
    */
   refreshUpperNs = Number.POSITIVE_INFINITY;
-  /** Two changes this close (ns; set by the ring's owner) show a sensor as fresh as its reads. */
-  freshWithinNs = 0;
   /** The shortest run of identical readings between two changes (ns), for diagnosis. */
   shortestRunNs = Number.POSITIVE_INFINITY;
   /** Readings that differed from the one before, for diagnosis. */
@@ -96,13 +92,13 @@ export class PowerReadings {
       if (this.runStart.length > 0 && k > 0 && Number.isFinite(mw) && Number.isFinite(prev)) {
         const last = this.runStart.length - 1;
         const start = this.runStart[last] as number;
-        if (k - start >= 2) this.repeatsSeen = true;
         // The previous run began with a change too (not the first reading): two changes.
         if (last > 0 && start > 0 && start - 1 >= this.head - this.capacity + 1) {
           const bracket = at - this.atOf(start - 1);
           if (bracket < this.refreshUpperNs) this.refreshUpperNs = bracket;
           const run = at - this.atOf(start);
           if (run < this.shortestRunNs) this.shortestRunNs = run;
+          this.runs.record(k - start, run);
         }
       }
       this.runStart.push(k);
@@ -118,9 +114,9 @@ export class PowerReadings {
     this.head = k + 1;
   }
 
-  /** Whether the sensor refreshes as often as it is read (a noisy one may repeat by chance). */
+  /** Whether the sensor is known to refresh about as often as it is read (./read-runs.ts). */
   fresh(): boolean {
-    return !this.repeatsSeen || this.refreshUpperNs <= this.freshWithinNs;
+    return this.runs.fresh(this.quantumMw);
   }
 
   /** Stamp of reading k (ns). */

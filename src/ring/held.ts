@@ -1,28 +1,14 @@
 /**
  * Whether a card's power readings hold their values, for a track that integrates them (no energy
- * counter: nvml_sampler, smi_sampler). A real sensor's readings differ from one refresh to the
- * next (noise of a watt or more, at mW resolution), so a sensor that refreshes at every read shows
- * runs of one reading; one that holds each value for tens of ms (A100/H100: an average over 25 ms
- * of every 100 ms) shows runs of several. The energy between a held sensor's refreshes is what it
+ * counter: nvml_sampler, smi_sampler). The energy between a held sensor's refreshes is what it
  * does not show: the trapezoid's bound between reads (one change between two reads at most) is no
- * bound there, and nothing else in the readings is. So an integral over readings seen to hold is
- * not a measurement, and says why.
- *
- * Judged from the runs of identical readings that ended with a change (a value still standing
- * says nothing yet): held when the median of the last RUNS of them spans READS_HELD reads or more,
- * and not known (so not trusted) before MIN_RUNS of them.
- * Advanced over the ring's new samples when asked (each sample looked at once).
+ * bound there, and nothing else in the readings is. So an integral over readings seen to hold
+ * (../edges/read-runs.ts), or not yet known not to, is not a measurement, and says why. Advanced
+ * over the ring's new samples when asked (each sample looked at once).
  */
-import { medianOf } from "../edges/cadence.js";
+import { ReadRuns } from "../edges/read-runs.js";
 import { averagedIntegral } from "../edges/uncertainty.js";
 import type { RingSource, Sample, SampleRing } from "../track/ring.js";
-
-/** Runs judged from. */
-const RUNS = 32;
-/** Ended runs needed before the readings are trusted to follow the card. */
-const MIN_RUNS = 3;
-/** A median run of this many reads or more: the readings hold. */
-const READS_HELD = 2;
 
 export class HeldReadings {
   private ring: SampleRing | null = null;
@@ -32,10 +18,7 @@ export class HeldReadings {
   private value = Number.NaN;
   private since = Number.NaN;
   private sinceK = -1;
-  private readonly runReads = new Float64Array(RUNS);
-  private readonly runNs = new Float64Array(RUNS);
-  private runs = 0;
-  private readonly scratch = new Float64Array(RUNS);
+  private runs = new ReadRuns();
 
   /**
    * Why the ring's readings up to sample `upTo` cannot be integrated into a bound (they are a
@@ -44,19 +27,17 @@ export class HeldReadings {
   problem(source: RingSource, ring: SampleRing, upTo: number, s: Sample): string | null {
     if (source.averagedPower) return averagedIntegral(source.averagedPowerSource);
     this.advance(ring, upTo, s);
-    const n = Math.min(this.runs, RUNS);
-    if (n < MIN_RUNS) {
+    const runs = this.runs;
+    if (!runs.known()) {
       return (
         `the card has no energy counter, and whether its power sensor follows the card is not known yet ` +
-        `(${n} of ${MIN_RUNS} changes of its readings seen): an integral of readings that hold would bound nothing`
+        `(${runs.count} of ${ReadRuns.needed} changes of its readings seen): an integral of readings that hold would bound nothing`
       );
     }
-    const reads = median(this.runReads, n, this.scratch);
-    if (reads < READS_HELD) return null;
-    const ms = median(this.runNs, n, this.scratch) / 1e6;
+    if (!runs.holds(ring.powerQuantumMw?.() ?? 1)) return null;
     return (
-      `the card has no energy counter, and its power sensor holds each reading (about ${ms.toFixed(0)} ms, ` +
-      `${reads.toFixed(0)} reads): what it draws between refreshes is not in the readings, so their integral bounds nothing`
+      `the card has no energy counter, and its power sensor holds each reading (${runs.summary()}): ` +
+      `what it draws between refreshes is not in the readings, so their integral bounds nothing`
     );
   }
 
@@ -65,7 +46,7 @@ export class HeldReadings {
       this.ring = ring;
       this.next = 0;
       this.value = Number.NaN;
-      this.runs = 0;
+      this.runs = new ReadRuns();
     }
     const head = ring.head();
     const last = Math.min(upTo, head - 1);
@@ -74,10 +55,7 @@ export class HeldReadings {
       const p = s.powerMw;
       if (p === this.value) continue;
       if (!Number.isNaN(this.value) && !Number.isNaN(p) && this.sinceK >= 0) {
-        const slot = this.runs % RUNS;
-        this.runReads[slot] = k - this.sinceK;
-        this.runNs[slot] = s.t - this.since;
-        this.runs += 1;
+        this.runs.record(k - this.sinceK, s.t - this.since);
       }
       this.value = p;
       this.since = s.t;
@@ -85,10 +63,4 @@ export class HeldReadings {
     }
     this.next = Math.max(this.next, last + 1);
   }
-}
-
-/** The median of the first n of `values`, selected in `scratch` (values keep their order). */
-function median(values: Float64Array, n: number, scratch: Float64Array): number {
-  scratch.set(values.subarray(0, n));
-  return medianOf(scratch, n);
 }
