@@ -53,11 +53,18 @@ const MS = 1e6;
  * An inference-like trace with one window per request: idle gaps (idleW), then the request's
  * window; inside it, after 0–5 ms, a prefill burst of 60–400 ms at 560–690 W, then decode
  * iterations of 15–60 ms at 300–460 W until 0–5 ms before the close. `lengthsMs` cycles.
+ * `minPhaseMs`: no level (a burst, the last decode iteration) shorter than that.
  */
 export function inferenceTrace(
   count: number,
   lengthsMs: readonly number[],
-  options: { idleW: number; startMs?: number; seed?: number; gapMs?: readonly [number, number] },
+  options: {
+    idleW: number;
+    startMs?: number;
+    seed?: number;
+    gapMs?: readonly [number, number];
+    minPhaseMs?: number;
+  },
 ): { power: PowerPoint[]; plans: WindowPlan[] } {
   const seed = options.seed ?? 1;
   const [gapMin, gapMax] = options.gapMs ?? [30, 400];
@@ -72,7 +79,8 @@ export function inferenceTrace(
     const close = t + len;
     plans.push({ open: Math.round(open * MS), close: Math.round(close * MS) });
     const busyFrom = open + 5 * r(i, 2);
-    const busyTo = Math.max(busyFrom + 1, close - 5 * r(i, 3));
+    const minPhase = options.minPhaseMs ?? 0;
+    const busyTo = Math.max(busyFrom + Math.max(1, minPhase), close - 5 * r(i, 3));
     at(busyFrom, options.idleW);
     let x = busyFrom;
     const prefill = Math.min(busyTo - x, 60 + 340 * r(i, 4));
@@ -81,7 +89,8 @@ export function inferenceTrace(
     x += prefill;
     at(x, pw);
     for (let j = 0; x < busyTo; j++) {
-      const d = Math.min(busyTo - x, 15 + 45 * r(i * 997 + j, 6));
+      let d = Math.min(busyTo - x, 15 + 45 * r(i * 997 + j, 6));
+      if (minPhase > 0 && busyTo - x - d < minPhase) d = busyTo - x;
       const w = 300 + 160 * r(i * 997 + j, 7);
       at(x, w);
       x += d;
