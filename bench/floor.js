@@ -12,6 +12,7 @@
 //   "before"; the child: node bench/floor.js --child <bare|meter> <n> <rounds> (GIUL_BENCH_DIST).
 //   GIUL_BENCH_CARDS=K: every window spans K cards of the double (a tensor-parallel node).
 //   GIUL_BENCH_COUNTER_STEP_MS=S: the double's counter updates every S ms (default 10).
+//   GIUL_BENCH_EXTRA_WORK_MS=W: each request works W ms longer (windows that live longer).
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";

@@ -87,14 +87,14 @@ export function pct(xs, p) {
 export const median = (xs) => pct(xs, 50);
 
 /**
- * One request as the benchmarks run it: 5–24 ms of work, a mark, 5 ms, a mark, then close and
- * result. `meter` makes the request's Meter (then opened first), or is null for the same request
- * bare. With `closeMs`, a Meter's close latency is pushed there: ms from its closing edge to
- * close() resolving.
+ * One request as the benchmarks run it: 5–24 ms of work (GIUL_BENCH_EXTRA_WORK_MS more), a mark,
+ * 5 ms, a mark, then close and result. `meter` makes the request's Meter (then opened first), or is
+ * null for the same request bare. With `closeMs`, a Meter's close latency is pushed there: ms from
+ * its closing edge to close() resolving.
  */
 export async function benchRequest(meter, i, closeMs = null) {
   const m = meter === null ? null : await meter().open();
-  await sleep(5 + (i % 20));
+  await sleep(5 + (i % 20) + Number(process.env.GIUL_BENCH_EXTRA_WORK_MS ?? 0));
   m?.mark("retrieve");
   await sleep(5);
   m?.mark("generate");
