@@ -58,10 +58,11 @@ describe.runIf(amdReady())("Meter on an AMD card (amdsmi_counter)", () => {
       expect(e.joules).not.toBeNull();
       const bar = e.uncertaintyJoules ?? Number.POSITIVE_INFINITY;
       expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(bar);
-      // A counter that updates every ms bounds a window tightly: a tenth of it at most, even on a
-      // loaded host whose sampling thread reads late (a few joules here; 1.7 J median in
-      // bench/accuracy.js's AMD rows).
-      expect(bar).toBeLessThanOrEqual(Math.abs(truth) * 0.1 + 2);
+      // A counter that updates every ms bounds a window tightly: a tenth of it at most, plus what
+      // a loaded host's late reads leave at the edges (1.7 J median in bench/accuracy.js's AMD
+      // rows; 3.67 J once on an 80 ms window at 600 W under the whole suite's load). A counter
+      // stepping every 100 ms would leave tens of joules here.
+      expect(bar).toBeLessThanOrEqual(Math.abs(truth) * 0.1 + 4);
     }
   });
 
