@@ -114,7 +114,7 @@ export class PowerReadings {
     this.head = k + 1;
   }
 
-  /** Whether the sensor is known to refresh about as often as it is read (./read-runs.ts). */
+  /** Whether the sensor refreshes at every read, as far as its runs show (./read-runs.ts). */
   fresh(): boolean {
     return this.runs.fresh(this.quantumMw);
   }

@@ -30,6 +30,9 @@ export class ReadRuns {
   /** Runs recorded so far, and how many of the last RUNS spanned two reads or more. */
   count = 0;
   private repeated = 0;
+  /** medianReads() as of `count` runs: asked at every edge of a coarse sensor, it changes only with a run. */
+  private medianAt = -1;
+  private medianValue = Number.NaN;
 
   /** A run of one value that ended in a change: how many reads showed it, and over how long (ns). */
   record(reads: number, ns: number): void {
@@ -70,7 +73,11 @@ export class ReadRuns {
 
   /** The median run, in reads and in ns (NaN before any). */
   medianReads(): number {
-    return this.median(this.reads);
+    if (this.medianAt !== this.count) {
+      this.medianValue = this.median(this.reads);
+      this.medianAt = this.count;
+    }
+    return this.medianValue;
   }
 
   medianNs(): number {
