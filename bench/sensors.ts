@@ -3,8 +3,9 @@
 // against Zeus (the counter read at the two edges). Run through bench/sensors.js:
 //
 //   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json] [--integral]
-//   [--unaligned] [--edges]
-//   (--integral: the same sensors without an energy counter, through nvml_sampler; --unaligned:
+//   [--unaligned] [--edges] [--smi]
+//   (--integral: the same sensors without an energy counter, through nvml_sampler; --smi: through
+//   smi_sampler, 100 ms reads on a steady grid, no level shorter than two reads; --unaligned:
 //   each window moved off its request by up to half its length either way, so that the load's
 //   changes fall anywhere in it, as for a request sharing the card; --edges: a table of where the
 //   error comes from, each edge's fused value against the exact cumulative energy at it)
@@ -23,11 +24,14 @@ const arg = (name: string, fallback: string): string => {
 };
 const N = Number(arg("--windows", "400"));
 const SEED = Number(arg("--seed", "1"));
-const PERIOD = Number(arg("--period", String(DEFAULT_PERIOD_MS)));
+const PERIOD = Number(arg("--period", String(process.argv.includes("--smi") ? 100 : DEFAULT_PERIOD_MS)));
 const only = arg("--only", "");
 const jsonOut = arg("--json", "");
 // --integral: the same sensors with no energy counter (nvml_sampler: the power readings integrated).
-const integral = process.argv.includes("--integral");
+// --smi: the same, read as smi_sampler reads (nvidia-smi -lms 100: a steady 100 ms grid, no read at
+// the edges), on a trace with no level shorter than two reads (the integral's stated limit).
+const smi = process.argv.includes("--smi");
+const integral = smi || process.argv.includes("--integral");
 const unaligned = process.argv.includes("--unaligned");
 const edges = process.argv.includes("--edges");
 const IDLE_W = 60;
@@ -72,7 +76,7 @@ function byLength(rows: readonly Scored[], lenMs: number): ByLength {
 }
 
 console.log(
-  `## The sensor family${integral ? ", no energy counter (nvml_sampler)" : ""}${unaligned ? ", windows off their requests" : ""} (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
+  `## The sensor family${integral ? `, no energy counter (${smi ? "smi_sampler" : "nvml_sampler"})` : ""}${unaligned ? ", windows off their requests" : ""} (${N} windows per sensor, lengths ${LENGTHS.join("/")} ms in turn, ` +
     `inference-like trace, idle ${IDLE_W} W, period ${PERIOD} ms, seed ${SEED})\n`,
 );
 console.log(
@@ -99,7 +103,11 @@ function edgeRow(name: string, rows: readonly Scored[]): string {
 }
 for (const sensor of SENSORS) {
   if (only !== "" && !sensor.name.includes(only)) continue;
-  const trace = inferenceTrace(N, LENGTHS, { idleW: IDLE_W, seed: SEED });
+  const trace = inferenceTrace(N, LENGTHS, {
+    idleW: IDLE_W,
+    seed: SEED,
+    ...(smi ? { minPhaseMs: 2 * PERIOD } : {}),
+  });
   const { power } = trace;
   const plans = unaligned
     ? trace.plans.map((p, i) => {
@@ -109,7 +117,7 @@ for (const sensor of SENSORS) {
     : trace.plans;
   const card = new SyntheticCard(
     { ...sensor.device, power, ...(integral ? { counter: false } : {}) },
-    { periodMs: PERIOD, dither: "golden", readsAtEdges: true },
+    smi ? { periodMs: PERIOD, dither: "none" } : { periodMs: PERIOD, dither: "golden", readsAtEdges: true },
   );
   const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: sensor.device.counterStepMs ?? 10 });
   const sampled = rows.filter((r) => r.sampled);

@@ -33,6 +33,8 @@ export class ReadRuns {
   /** medianReads() as of `count` runs: asked at every edge of a coarse sensor, it changes only with a run. */
   private medianAt = -1;
   private medianValue = Number.NaN;
+  private medianNsAt = -1;
+  private medianNsValue = Number.NaN;
 
   /** A run of one value that ended in a change: how many reads showed it, and over how long (ns). */
   record(reads: number, ns: number): void {
@@ -81,7 +83,11 @@ export class ReadRuns {
   }
 
   medianNs(): number {
-    return this.median(this.ns);
+    if (this.medianNsAt !== this.count) {
+      this.medianNsValue = this.median(this.ns);
+      this.medianNsAt = this.count;
+    }
+    return this.medianNsValue;
   }
 
   /** The runs needed before the sensor is judged. */

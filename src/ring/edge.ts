@@ -1,5 +1,5 @@
 import type { CounterFusion } from "../edges/fusion.js";
-import { interpolationErr, trapezoidErrMj } from "../edges/uncertainty.js";
+import { interpolationErr } from "../edges/uncertainty.js";
 import { FLAG, type Sample, type SampleRing } from "../track/ring.js";
 import type { Edge } from "../track/track.js";
 import { SlabPool, type Unboxed, unboxedAccessors } from "../vocabulary/unboxed.js";
@@ -45,6 +45,13 @@ export class RingEdge implements Edge, Unboxed {
   /** Cumulative faults at the samples before and after the edge (0 until located). */
   declare faultsA: number;
   declare faultsB: number;
+  /**
+   * On an integral: how far its readings may lag the card (ns; ./held.ts), as judged once the
+   * sample after the edge came; NaN before, or where not known yet. The edge settles once a
+   * sample reads that long after it (a change of the readings until then may be the card's
+   * before the edge: ./integral-spread.ts).
+   */
+  declare lagNs: number;
   readonly slab: Float64Array;
   readonly at: number;
 
@@ -62,6 +69,7 @@ export class RingEdge implements Edge, Unboxed {
     slab[at + 6] = hint;
     slab[at + 7] = -1;
     slab[at + 8] = -1;
+    slab[at + 11] = Number.NaN;
     this.slab = slab;
     this.at = at;
   }
@@ -73,17 +81,19 @@ export class RingEdge implements Edge, Unboxed {
 }
 unboxedAccessors(
   RingEdge.prototype,
-  ["t", "value", "errMj", "counterA", "powerMw", "readNs", "hint", "kA", "kB", "faultsA", "faultsB"],
-  ["value", "errMj", "counterA", "powerMw", "readNs", "kA", "kB", "faultsA", "faultsB"],
+  ["t", "value", "errMj", "counterA", "powerMw", "readNs", "hint", "kA", "kB", "faultsA", "faultsB", "lagNs"],
+  ["value", "errMj", "counterA", "powerMw", "readNs", "kA", "kB", "faultsA", "faultsB", "lagNs"],
 );
 /** The slabs of every RingEdge's numbers (../unboxed.ts). */
-const EDGE_SLOTS = new SlabPool(11);
+const EDGE_SLOTS = new SlabPool(12);
 
 /** What resolving an edge needs from its track. */
 export interface EdgeContext {
   readonly column: "energy" | "integral";
   readonly fusion: CounterFusion | null;
   describeError(code: number): string;
+  /** On an integral: how far the readings up to sample `upTo` may lag the card (ns; NaN: not known). */
+  lagNs(upTo: number): number;
 }
 
 /** Tries to evaluate a pending edge from the samples present now. */
@@ -92,7 +102,12 @@ export function resolveEdge(e: RingEdge, ctx: EdgeContext, s: Sample): void {
   if (e.kB < 0 && !locate(e, ctx, s)) return;
   if (e.state !== PENDING) return;
   if (ctx.column === "integral" || ctx.fusion === null) {
-    e.state = RESOLVED;
+    if (Number.isNaN(e.lagNs)) e.lagNs = ctx.lagNs(e.kB);
+    if (!(e.lagNs > 0) || newestT(ring, s) >= e.t + e.lagNs) e.state = RESOLVED;
+    else {
+      const failure = ring.failure();
+      if (failure !== null) fail(e, failure);
+    }
     return;
   }
   // Written into the edge (value, errMj, basis) when it can be bounded.
@@ -202,31 +217,9 @@ export function describeFaults(
   return `inside the window ${what}`;
 }
 
-/**
- * One pass over samples kFrom..kTo: the largest interval between two of them (ns), the error a
- * trapezoid of their power can make in between (mJ).
- */
-export function samplesBetween(
-  ring: SampleRing,
-  kFrom: number,
-  kTo: number,
-  s: Sample,
-): { maxGap: number; trapezoidMj: number } {
-  let maxGap = 0;
-  let trapezoidMj = 0;
-  let prevT = Number.NaN;
-  let prevP = Number.NaN;
-  for (let k = Math.max(kFrom, ring.head() - ring.capacity); k <= kTo; k++) {
-    if (!ring.read(k, s)) continue;
-    if (!Number.isNaN(prevT)) {
-      const dt = s.t - prevT;
-      if (dt > maxGap) maxGap = dt;
-      trapezoidMj += trapezoidErrMj(prevP, s.powerMw, dt);
-    }
-    prevT = s.t;
-    prevP = s.powerMw;
-  }
-  return { maxGap, trapezoidMj };
+/** The stamp of the ring's newest sample (ns after its epoch), −∞ where it cannot be read. */
+function newestT(ring: SampleRing, s: Sample): number {
+  return ring.read(ring.head() - 1, s) ? s.t : Number.NEGATIVE_INFINITY;
 }
 
 /**

@@ -10,6 +10,9 @@ import { ReadRuns } from "../edges/read-runs.js";
 import { averagedIntegral } from "../edges/uncertainty.js";
 import type { RingSource, Sample, SampleRing } from "../track/ring.js";
 
+/** A fresh sensor's readings lag by at most this many of its median runs (see lagNs). */
+const LAG_RUNS = 2;
+
 export class HeldReadings {
   private ring: SampleRing | null = null;
   /** Next sample to look at. */
@@ -22,16 +25,21 @@ export class HeldReadings {
 
   /**
    * Why the ring's readings up to sample `upTo` cannot be integrated into a bound (they are a
-   * trailing average, as `source` says, or hold their values), or null.
+   * trailing average, as `source` says, or hold their values, or were not judged when the closing
+   * edge settled: its `lagNs` NaN), or null.
    */
-  problem(source: RingSource, ring: SampleRing, upTo: number, s: Sample): string | null {
+  problem(source: RingSource, ring: SampleRing, upTo: number, s: Sample, lagNs = 0): string | null {
     if (source.averagedPower) return averagedIntegral(source.averagedPowerSource);
     this.advance(ring, upTo, s);
     const runs = this.runs;
-    if (!runs.known()) {
+    // A closing edge settled before then (`lagNs` NaN) waited for no lag of the readings.
+    if (!runs.known() || Number.isNaN(lagNs)) {
+      const seen = runs.known()
+        ? "was not known at the closing edge"
+        : `is not known yet (${runs.count} of ${ReadRuns.needed} changes of its readings seen)`;
       return (
-        `the card has no energy counter, and whether its power sensor follows the card is not known yet ` +
-        `(${runs.count} of ${ReadRuns.needed} changes of its readings seen): an integral of readings that hold would bound nothing`
+        `the card has no energy counter, and whether its power sensor follows the card ${seen}: ` +
+        `an integral of readings that hold would bound nothing`
       );
     }
     if (!runs.holds(ring.powerQuantumMw?.() ?? 1)) return null;
@@ -39,6 +47,19 @@ export class HeldReadings {
       `the card has no energy counter, and its power sensor holds each reading (${runs.summary()}): ` +
       `what it draws between refreshes is not in the readings, so their integral bounds nothing`
     );
+  }
+
+  /**
+   * How far behind the card the readings up to sample `upTo` may lag (ns), or NaN before the
+   * sensor is judged: a sensor taken as fresh still refreshes on its own clock, each reading up to
+   * a refresh old and perhaps an average over up to that refresh's length, so up to twice its
+   * refresh interval; a run of one value lasts about that interval, or the gap between reads where
+   * the sensor refreshes faster. So twice the median run. An integral's bar allows each change of
+   * the readings that lag (./integral-spread.ts).
+   */
+  lagNs(ring: SampleRing, upTo: number, s: Sample): number {
+    this.advance(ring, upTo, s);
+    return this.runs.known() ? LAG_RUNS * this.runs.medianNs() : Number.NaN;
   }
 
   private advance(ring: SampleRing, upTo: number, s: Sample): void {

@@ -30,9 +30,9 @@ import {
   RESOLVED,
   RingEdge,
   resolveEdge,
-  samplesBetween,
 } from "./edge.js";
 import { HeldReadings } from "./held.js";
+import { integralSpread } from "./integral-spread.js";
 import { idlePeriodMs, RingLinger } from "./linger.js";
 import { RingWaits } from "./waits.js";
 
@@ -97,7 +97,7 @@ export class RingTrack implements Track, TrackReadings {
         return e.state === PENDING;
       },
       // A fused edge can have its sample and still wait for the counter's next update: not a stall.
-      awaitingSample: (e) => e.kB < 0,
+      awaitingSample: (e) => e.kB < 0 || this.source.column === "integral",
       fail: (e, reason) => failEdge(e, reason),
       awaitingCounter: (e) => e.kB >= 0 && (this.fusionOf(e.ring)?.awaitsUpdate(e.t, e.kA) ?? false),
       counterProgress: () => (this.ring === null ? -1 : (this.fusionOf(this.ring)?.changes() ?? -1)),
@@ -295,9 +295,9 @@ export class RingTrack implements Track, TrackReadings {
         uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t, from.kA)).errMj;
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
-      const walked = samplesBetween(ring, from.kA, to.kB, s);
+      const walked = integralSpread(ring, from.t, to.t, from.kA, to.lagNs, s);
       maxGap = walked.maxGap;
-      uncertaintyMj += walked.trapezoidMj;
+      uncertaintyMj += walked.spreadMj;
     }
     const note = this.source.note ?? null;
     if (note !== null) caveat = caveat === null ? note : `${caveat}; ${note}`;
@@ -321,10 +321,10 @@ export class RingTrack implements Track, TrackReadings {
     if (!checked.ok) return checked;
     const a = from as RingEdge;
     const b = to as RingEdge;
-    let spreadMj = 0;
-    if (this.source.column === "integral") {
-      spreadMj += samplesBetween(a.ring, a.kA, b.kB, this.scratch).trapezoidMj;
-    }
+    const spreadMj =
+      this.source.column === "integral"
+        ? integralSpread(a.ring, a.t, b.t, a.kA, b.lagNs, this.scratch).spreadMj
+        : 0;
     return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
   }
 
@@ -370,7 +370,7 @@ export class RingTrack implements Track, TrackReadings {
         reason: describeFaults(from.ring, from.kA + 1, to.kB, this.scratch, describe, found),
       };
     }
-    const unbounded = this.unbounded(from.ring, to.kB);
+    const unbounded = this.unbounded(from.ring, to.kB, to.lagNs);
     if (unbounded !== null) return { ok: false, reason: unbounded };
     return OK;
   }
@@ -381,9 +381,9 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   /** Readings that do not follow the card between reads bound nothing when integrated (./held.ts). */
-  private unbounded(ring: SampleRing, upTo: number): string | null {
+  private unbounded(ring: SampleRing, upTo: number, lagNs = 0): string | null {
     return this.source.column === "integral"
-      ? this.held.problem(this.source, ring, upTo, this.scratch)
+      ? this.held.problem(this.source, ring, upTo, this.scratch, lagNs)
       : null;
   }
 
@@ -493,6 +493,7 @@ export class RingTrack implements Track, TrackReadings {
       column: this.source.column,
       fusion: this.fusionOf(ring),
       describeError: (code: number) => this.source.describeError(code),
+      lagNs: (upTo: number) => this.held.lagNs(ring, upTo, this.scratch2),
     };
     this.context = made;
     return made;

@@ -53,7 +53,7 @@ const MS = 1e6;
  * An inference-like trace with one window per request: idle gaps (idleW), then the request's
  * window; inside it, after 0–5 ms, a prefill burst of 60–400 ms at 560–690 W, then decode
  * iterations of 15–60 ms at 300–460 W until 0–5 ms before the close. `lengthsMs` cycles.
- * `minPhaseMs`: no level (a burst, the last decode iteration) shorter than that.
+ * `minPhaseMs`: no level (an idle gap, a prefill, a decode iteration) shorter than that.
  */
 export function inferenceTrace(
   count: number,
@@ -67,7 +67,9 @@ export function inferenceTrace(
   },
 ): { power: PowerPoint[]; plans: WindowPlan[] } {
   const seed = options.seed ?? 1;
-  const [gapMin, gapMax] = options.gapMs ?? [30, 400];
+  const minPhase = options.minPhaseMs ?? 0;
+  const [gapMin0, gapMax] = options.gapMs ?? [30, 400];
+  const gapMin = Math.max(gapMin0, minPhase);
   const r = (i: number, salt: number) => hash01(i, seed * 101 + salt);
   const pts: PowerPoint[] = [[0, options.idleW]];
   const plans: WindowPlan[] = [];
@@ -79,17 +81,17 @@ export function inferenceTrace(
     const close = t + len;
     plans.push({ open: Math.round(open * MS), close: Math.round(close * MS) });
     const busyFrom = open + 5 * r(i, 2);
-    const minPhase = options.minPhaseMs ?? 0;
     const busyTo = Math.max(busyFrom + Math.max(1, minPhase), close - 5 * r(i, 3));
     at(busyFrom, options.idleW);
     let x = busyFrom;
-    const prefill = Math.min(busyTo - x, 60 + 340 * r(i, 4));
+    let prefill = Math.min(busyTo - x, Math.max(minPhase, 60 + 340 * r(i, 4)));
+    if (minPhase > 0 && busyTo - x - prefill < minPhase) prefill = busyTo - x;
     const pw = 560 + 130 * r(i, 5);
     at(x, pw);
     x += prefill;
     at(x, pw);
     for (let j = 0; x < busyTo; j++) {
-      let d = Math.min(busyTo - x, 15 + 45 * r(i * 997 + j, 6));
+      let d = Math.min(busyTo - x, Math.max(minPhase, 15 + 45 * r(i * 997 + j, 6)));
       if (minPhase > 0 && busyTo - x - d < minPhase) d = busyTo - x;
       const w = 300 + 160 * r(i * 997 + j, 7);
       at(x, w);
@@ -97,7 +99,7 @@ export function inferenceTrace(
       at(x, w);
     }
     at(x, options.idleW);
-    t = close + gapMin + (gapMax - gapMin) * r(i, 8);
+    t = Math.max(close, x) + gapMin + (gapMax - gapMin) * r(i, 8);
   }
   at(t + 1000, options.idleW);
   return { power: pts, plans };

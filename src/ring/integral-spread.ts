@@ -1,0 +1,43 @@
+/**
+ * The bound of an integral of power readings (no energy counter: nvml_sampler, smi_sampler,
+ * amdsmi_sampler) over a span [a, b]. Each change of the readings, between reads at t0 and t1, is
+ * taken as one change of the card's power (at most one between two reads: the integral's stated
+ * limit) at an instant the reads cannot place: at t1 at the latest and, since a reading lags the
+ * card by up to `lagNs` (../ring/held.ts lagNs), at t0 − lagNs at the earliest. The integral ramps
+ * it from t0 to t1, so it is off by at most the change's height over dt/2 + lagNs of time, and
+ * only inside [a, b]. With no lag that is the trapezoid's |ΔP| × dt / 2.
+ */
+import type { Sample, SampleRing } from "../track/ring.js";
+
+/**
+ * One pass over the samples from `kFrom` (the one at or before `a`) until one reads at b + lagNs or
+ * later (a closing edge waits for it: ./edge.ts): the bound (mJ) and the largest interval between
+ * the samples around and inside the span (ns). Times in ns after the ring's epoch.
+ */
+export function integralSpread(
+  ring: SampleRing,
+  a: number,
+  b: number,
+  kFrom: number,
+  lagNs: number,
+  s: Sample,
+): { maxGap: number; spreadMj: number } {
+  let maxGap = 0;
+  let spreadMj = 0;
+  let prevT = Number.NaN;
+  let prevP = Number.NaN;
+  const head = ring.head();
+  for (let k = Math.max(kFrom, head - ring.capacity); k < head; k++) {
+    if (!ring.read(k, s)) continue;
+    if (!Number.isNaN(prevT)) {
+      if (prevT >= b + lagNs) break;
+      const dt = s.t - prevT;
+      if (prevT < b && dt > maxGap) maxGap = dt;
+      const inside = Math.min(b, s.t) - Math.max(a, prevT - lagNs);
+      if (inside > 0) spreadMj += (Math.abs(s.powerMw - prevP) * Math.min(dt / 2 + lagNs, inside)) / 1e9;
+    }
+    prevT = s.t;
+    prevP = s.powerMw;
+  }
+  return { maxGap, spreadMj };
+}
