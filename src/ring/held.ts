@@ -35,7 +35,7 @@ export class HeldReadings {
     // A closing edge settled before then (`lagNs` NaN) waited for no lag of the readings.
     if (!runs.known() || Number.isNaN(lagNs)) {
       const seen = runs.known()
-        ? "was not known at the closing edge"
+        ? `is not known yet at the closing edge (fewer than ${ReadRuns.needed} changes of its readings seen then)`
         : `is not known yet (${runs.count} of ${ReadRuns.needed} changes of its readings seen)`;
       return (
         `the card has no energy counter, and whether its power sensor follows the card ${seen}: ` +

@@ -321,10 +321,8 @@ export class RingTrack implements Track, TrackReadings {
     if (!checked.ok) return checked;
     const a = from as RingEdge;
     const b = to as RingEdge;
-    const spreadMj =
-      this.source.column === "integral"
-        ? integralSpread(a.ring, a.t, b.t, a.kA, b.lagNs, this.scratch).spreadMj
-        : 0;
+    const integral = this.source.column === "integral";
+    const spreadMj = integral ? integralSpread(a.ring, a.t, b.t, a.kA, b.lagNs, this.scratch).spreadMj : 0;
     return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
   }
 
@@ -382,9 +380,8 @@ export class RingTrack implements Track, TrackReadings {
 
   /** Readings that do not follow the card between reads bound nothing when integrated (./held.ts). */
   private unbounded(ring: SampleRing, upTo: number, lagNs = 0): string | null {
-    return this.source.column === "integral"
-      ? this.held.problem(this.source, ring, upTo, this.scratch, lagNs)
-      : null;
+    if (this.source.column !== "integral") return null;
+    return this.held.problem(this.source, ring, upTo, this.scratch, lagNs);
   }
 
   /**
