@@ -102,6 +102,25 @@ describe("parseEnergy", () => {
     expect(older.ok && older.value.integral_unbounded).toBeNull();
   });
 
+  it("reads integral_spread_j and integral_spread_ahead_j: absent is null, another type an error naming the field", () => {
+    const integral = {
+      ...reading,
+      energy_source: "integral",
+      integral_spread_j: 12.5,
+      integral_spread_ahead_j: 0.75,
+    };
+    const r = parseEnergy(integral);
+    expect(r.ok && [r.value.integral_spread_j, r.value.integral_spread_ahead_j]).toEqual([12.5, 0.75]);
+    const older = parseEnergy(reading);
+    expect(older.ok && [older.value.integral_spread_j, older.value.integral_spread_ahead_j]).toEqual([
+      null,
+      null,
+    ]);
+    expect(parseEnergy({ ...integral, integral_spread_ahead_j: null }).ok).toBe(true);
+    const bad = parseEnergy({ ...integral, integral_spread_j: "12.5" });
+    expect(bad.ok ? "" : bad.reason).toBe("integral_spread_j is not a number or null");
+  });
+
   it("reads edge_bounded, and takes an agent without it for one that bounds the interpolation alone", () => {
     const fused = parseEnergy({ ...reading, edge_bounded: true });
     expect(fused.ok && fused.value.edge_bounded).toBe(true);

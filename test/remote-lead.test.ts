@@ -63,6 +63,8 @@ function reading(
     period_ns: AGENT_PERIOD_NS,
     averaged_power: false,
     integral_unbounded: null,
+    integral_spread_j: null,
+    integral_spread_ahead_j: null,
     wait_ns: waitNs,
     power_min_w: withRange ? lo : null,
     power_max_w: withRange ? hi : null,

@@ -335,6 +335,31 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
     }
   });
 
+  it("an agent whose card has no counter and a fresh sensor: its readings carry their running bound, the window is sampled within its bar", async () => {
+    const fresh = new Scenario({
+      devices: [{ counter: false, powerMode: "instant", powerNoiseW: 0.5, power: triangleWave() }],
+    });
+    const { proc, url } = await spawnAgent(fresh);
+    try {
+      await sleep(600); // its first changes seen: the sensor judged
+      const reading = (await (await fetch(`${url}/energy`)).json()) as Record<string, unknown>;
+      expect(reading.energy_source).toBe("integral");
+      expect(reading.integral_unbounded).toBeNull();
+      expect(reading.integral_spread_j).toBeGreaterThan(0);
+      expect(reading.integral_spread_ahead_j).toBeGreaterThanOrEqual(0);
+      const { m } = await window(remoteNode(url), 600, false);
+      const e = m.result({ tokens: 10 });
+      expect(e.method, e.reason ?? "").toBe("sampled");
+      const t = edges(m);
+      const truth = fresh.energyJ(0, t.open, t.close) - (IDLE_W * Number(t.close - t.open)) / 1e9;
+      expect(Math.abs((e.joules as number) - truth)).toBeLessThanOrEqual(e.uncertaintyJoules as number);
+    } finally {
+      proc.kill("SIGTERM");
+      await new Promise((r) => proc.once("exit", r));
+      fresh.remove();
+    }
+  });
+
   it("an agent that dies inside a window costs the measurement, with the reason, within the timeout", async () => {
     const { proc, url } = await spawnAgent();
     const node = remoteNode(url, 300);

@@ -285,6 +285,8 @@ export class DeviceMonitor {
       period_ns: info.periodNs,
       averaged_power: info.averagedPower,
       integral_unbounded: readings.integralProblem(),
+      integral_spread_j: Number.isFinite(r.spreadMj) ? r.spreadMj / 1000 : null,
+      integral_spread_ahead_j: Number.isFinite(r.spreadAheadMj) ? r.spreadAheadMj / 1000 : null,
       wait_ns: Number(process.hrtime.bigint() - arrived),
       power_min_w: range === null ? null : range.minMw / 1000,
       power_max_w: range === null ? null : range.maxMw / 1000,

@@ -240,9 +240,9 @@ export class Meter {
 
   /**
    * Closes the window: awaits `sync`, takes the closing edge, and resolves once it can be bounded:
-   * on an integral of power, a sample after it (about 0.25 ms on the native backends, which ask
-   * the sampler for a read); on the energy counter, its next update after the edge as well (about
-   * half a step). Idempotent. Never rejects for the card's sake.
+   * on an integral of power, the samples as long after it as the readings may lag (about 10 ms at
+   * the native 5 ms period, 200 ms through nvidia-smi); on the energy counter, its next update
+   * after the edge (about half a step). Idempotent. Never rejects for the card's sake.
    */
   close(): Promise<void> {
     if (this.closing) return this.closing;

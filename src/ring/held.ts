@@ -9,6 +9,11 @@
 import { ReadRuns } from "../edges/read-runs.js";
 import { averagedIntegral } from "../edges/uncertainty.js";
 import type { RingSource, Sample, SampleRing } from "../track/ring.js";
+import type { RingEdge } from "./edge.js";
+import { changeSpreadMj } from "./integral-spread.js";
+
+/** No running bound (HeldReadings.spreadAround). */
+const NO_SPREAD = { at: Number.NaN, ahead: Number.NaN } as const;
 
 /** A fresh sensor's readings lag by at most this many of its median runs (see lagNs). */
 const LAG_RUNS = 2;
@@ -22,6 +27,14 @@ export class HeldReadings {
   private since = Number.NaN;
   private sinceK = -1;
   private runs = new ReadRuns();
+  /**
+   * The integral's running bound (./integral-spread.ts changeSpreadMj) at each sample, by index
+   * modulo the ring's capacity, its sum so far, and the last sample with a power reading.
+   */
+  private spread = new Float64Array(0);
+  private spreadSum = 0;
+  private lastT = Number.NaN;
+  private lastP = Number.NaN;
 
   /**
    * Why the ring's readings up to sample `upTo` cannot be integrated into a bound (they are a
@@ -51,7 +64,7 @@ export class HeldReadings {
 
   /**
    * How far behind the card the readings up to sample `upTo` may lag (ns), or NaN before the
-   * sensor is judged: a sensor taken as fresh still refreshes on its own clock, each reading up to
+   * sensor is judged fresh: a sensor taken as fresh still refreshes on its own clock, each reading up to
    * a refresh old and perhaps an average over up to that refresh's length, so up to twice its
    * refresh interval; a run of one value lasts about that interval, or the gap between reads where
    * the sensor refreshes faster. So twice the median run. An integral's bar allows each change of
@@ -59,7 +72,27 @@ export class HeldReadings {
    */
   lagNs(ring: SampleRing, upTo: number, s: Sample): number {
     this.advance(ring, upTo, s);
-    return this.runs.known() ? LAG_RUNS * this.runs.medianNs() : Number.NaN;
+    // Not judged, or seen to hold (its integral bounds nothing: no edge waits on its lag).
+    if (!this.runs.known() || this.runs.holds(ring.powerQuantumMw?.() ?? 1)) return Number.NaN;
+    return LAG_RUNS * this.runs.medianNs();
+  }
+
+  /**
+   * For giul-agent's readings of an integral at a settled edge (mJ): the running bound at the
+   * sample before it, and what the changes after that sample add up to a sample read `lagNs` after
+   * the edge (they may be the card's before it). A remote client's bar over two readings a, b is
+   * b's at + ahead − a's at: every change that may lie inside the window, each at its full weight.
+   */
+  spreadAround(column: "energy" | "integral", e: RingEdge, s: Sample): { at: number; ahead: number } {
+    const ring = e.ring;
+    const head = ring.head();
+    // A counter's; or an edge settled before the sensor was judged, which waited for no lag.
+    if (column !== "integral" || Number.isNaN(e.lagNs) || e.kA < head - ring.capacity) return NO_SPREAD;
+    this.advance(ring, head - 1, s);
+    let k = e.kA;
+    while (k + 1 < head && ring.read(k, s) && s.t < e.t + e.lagNs) k += 1;
+    const at = this.spread[e.kA % ring.capacity] as number;
+    return { at, ahead: (this.spread[k % ring.capacity] as number) - at };
   }
 
   private advance(ring: SampleRing, upTo: number, s: Sample): void {
@@ -68,12 +101,24 @@ export class HeldReadings {
       this.next = 0;
       this.value = Number.NaN;
       this.runs = new ReadRuns();
+      this.spread = new Float64Array(ring.capacity);
+      this.spreadSum = 0;
+      this.lastP = Number.NaN;
     }
     const head = ring.head();
     const last = Math.min(upTo, head - 1);
+    // Each change weighed with the lag judged now (twice the read period before it is judged).
+    const lag = LAG_RUNS * (this.runs.known() ? this.runs.medianNs() : ring.periodNs());
     for (let k = Math.max(this.next, head - ring.capacity); k <= last; k++) {
       if (!ring.read(k, s)) continue;
       const p = s.powerMw;
+      if (!Number.isNaN(p)) {
+        if (!Number.isNaN(this.lastP))
+          this.spreadSum += changeSpreadMj(p - this.lastP, s.t - this.lastT, lag);
+        this.lastT = s.t;
+        this.lastP = p;
+      }
+      this.spread[k % ring.capacity] = this.spreadSum;
       if (p === this.value) continue;
       if (!Number.isNaN(this.value) && !Number.isNaN(p) && this.sinceK >= 0) {
         this.runs.record(k - this.sinceK, s.t - this.since);

@@ -34,10 +34,23 @@ export function integralSpread(
       const dt = s.t - prevT;
       if (prevT < b && dt > maxGap) maxGap = dt;
       const inside = Math.min(b, s.t) - Math.max(a, prevT - lagNs);
-      if (inside > 0) spreadMj += (Math.abs(s.powerMw - prevP) * Math.min(dt / 2 + lagNs, inside)) / 1e9;
+      if (inside > 0) spreadMj += changeSpreadMj(s.powerMw - prevP, dt, lagNs, inside);
     }
     prevT = s.t;
     prevP = s.powerMw;
   }
   return { maxGap, spreadMj };
+}
+
+/**
+ * What one change of the readings, `dpMw` between two reads `dtNs` apart, may put off the integral
+ * (mJ): its height over dt/2 + lag of time, or over `insideNs` where less of it lies in the span.
+ */
+export function changeSpreadMj(
+  dpMw: number,
+  dtNs: number,
+  lagNs: number,
+  insideNs = Number.POSITIVE_INFINITY,
+): number {
+  return (Math.abs(dpMw) * Math.min(dtNs / 2 + lagNs, insideNs)) / 1e9;
 }

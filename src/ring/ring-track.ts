@@ -96,8 +96,8 @@ export class RingTrack implements Track, TrackReadings {
         if (e.state === PENDING) this.resolve(e);
         return e.state === PENDING;
       },
-      // A fused edge can have its sample and still wait for the counter's next update: not a stall.
-      awaitingSample: (e) => e.kB < 0 || this.source.column === "integral",
+      // With its sample, a fused edge may wait for the counter's update, an integral's for its lag.
+      awaitingSample: (e) => e.kB < 0,
       fail: (e, reason) => failEdge(e, reason),
       awaitingCounter: (e) => e.kB >= 0 && (this.fusionOf(e.ring)?.awaitsUpdate(e.t, e.kA) ?? false),
       counterProgress: () => (this.ring === null ? -1 : (this.fusionOf(this.ring)?.changes() ?? -1)),
@@ -374,8 +374,7 @@ export class RingTrack implements Track, TrackReadings {
   }
 
   integralProblem(): string | null {
-    const ring = this.ring;
-    return ring === null ? null : this.unbounded(ring, ring.head() - 1);
+    return this.ring === null ? null : this.unbounded(this.ring, this.ring.head() - 1);
   }
 
   /** Readings that do not follow the card between reads bound nothing when integrated (./held.ts). */
@@ -406,8 +405,7 @@ export class RingTrack implements Track, TrackReadings {
 
   /** What the running ring's fused counter has seen of the card (diagnosis); null without one. */
   fusionReport(): FusionReport | null {
-    const ring = this.ring;
-    return ring === null ? null : (this.fusionOf(ring)?.report() ?? null);
+    return this.ring === null ? null : (this.fusionOf(this.ring)?.report() ?? null);
   }
 
   /** What the running ring is: its column, period and counter step; null when none runs. */
@@ -438,6 +436,7 @@ export class RingTrack implements Track, TrackReadings {
     if (faultsA === undefined || faultsB === undefined) {
       return { ok: false, reason: "the edge outlived the sampler's history" };
     }
+    const spread = this.held.spreadAround(this.source.column, edge, this.scratch2);
     return {
       ok: true,
       tNs: edge.tNs,
@@ -450,6 +449,8 @@ export class RingTrack implements Track, TrackReadings {
       faultsA,
       faultsB,
       generation: this.generation,
+      spreadMj: spread.at,
+      spreadAheadMj: spread.ahead,
     };
   }
 
@@ -490,7 +491,8 @@ export class RingTrack implements Track, TrackReadings {
       column: this.source.column,
       fusion: this.fusionOf(ring),
       describeError: (code: number) => this.source.describeError(code),
-      lagNs: (upTo: number) => this.held.lagNs(ring, upTo, this.scratch2),
+      lagNs: (upTo: number) =>
+        this.source.averagedPower ? Number.NaN : this.held.lagNs(ring, upTo, this.scratch2),
     };
     this.context = made;
     return made;

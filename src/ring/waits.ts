@@ -47,6 +47,7 @@ export interface WaitHooks<E> {
    * and waits for a later one (a fused counter's next update) does not make the sampler stalled.
    */
   awaitingSample?(edge: E): boolean;
+
   /**
    * Whether a pending edge waits only for the energy counter's next update (absent: never): while
    * every waiting edge does, the doorbell need ring only when the counter changes.
@@ -368,8 +369,8 @@ export class RingWaits<E> {
         else if (!(this.hooks.awaitingCounter?.(e) ?? false)) forCounter = false;
       }
       w.counterAt = pending && !sampleless && forCounter ? progress : -1;
-      if (!forCounter) counterOnly = false;
       if (sampleless) readMore = true;
+      if (!forCounter) counterOnly = false;
       if (!pending) w.done.finished();
       else if (now < w.deadline) settling[kept++] = w;
       else if (!sampleless) {
@@ -378,8 +379,14 @@ export class RingWaits<E> {
         const waitedMs = now - w.since;
         if (waitedMs < updateWaitMs(ring)) settling[kept++] = w;
         else {
-          const reason = `the energy counter did not update within ${Math.round(waitedMs)} ms after the edge: its energy there cannot be bounded`;
-          for (const e of w.edges) if (this.hooks.pending(e)) this.hooks.fail(e, reason);
+          const ms = Math.round(waitedMs);
+          for (const e of w.edges) {
+            if (!this.hooks.pending(e)) continue;
+            const what = this.hooks.awaitingCounter?.(e)
+              ? "the energy counter did not update"
+              : "no sample came as long after it as the power readings may lag";
+            this.hooks.fail(e, `${what} within ${ms} ms after the edge: its energy there cannot be bounded`);
+          }
           w.done.finished();
         }
       } else {
@@ -399,10 +406,13 @@ export class RingWaits<E> {
   }
 }
 
-/** How long an edge that has its sample after it waits for the counter's next update (ms). */
+/**
+ * How long an edge that has its sample after it waits for a later one that bounds it (ms): the
+ * counter's next update, or an integral's sample past the readings' lag (about two periods).
+ */
 function updateWaitMs(ring: SampleRing | null): number {
-  const step = ring === null ? 0 : ring.counterStepNs() / 1e6;
-  return Math.max(WAIT_CAP_MS, 3 * step);
+  if (ring === null) return WAIT_CAP_MS;
+  return Math.max(WAIT_CAP_MS, (3 * ring.counterStepNs()) / 1e6, (4 * ring.periodNs()) / 1e6);
 }
 
 /** The wait for a ring's first sample when the caller sets none (ms). */

@@ -284,5 +284,11 @@ export type EdgeReading =
       readonly faultsA: number;
       readonly faultsB: number;
       readonly generation: number;
+      /**
+       * On an integral, its running bound at the sample before the edge and what the changes read
+       * within the readings' lag after it add (mJ; ../ring/held.ts spreadAround); NaN on a counter.
+       */
+      readonly spreadMj: number;
+      readonly spreadAheadMj: number;
     }
   | { readonly ok: false; readonly reason: string };

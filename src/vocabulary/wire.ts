@@ -86,6 +86,15 @@ export interface EnergyWire {
    * absent from agents older than this field (then null).
    */
   integral_unbounded: string | null;
+  /**
+   * On an integral: the agent's running bound of it at the sample before the reading, and what the
+   * changes of power read after that sample, within the readings' lag of the reading, add (J): a
+   * client's bar between readings a and b adds b's spread and ahead less a's spread (each change of
+   * the readings between two reads at its height over half the interval plus the lag). Null on a
+   * counter, on an edge read before the sensor was judged, and from agents older than these fields.
+   */
+  integral_spread_j: number | null;
+  integral_spread_ahead_j: number | null;
   /** ns from the request's arrival to the response (the wait for the next sample). */
   wait_ns: number;
   /**
@@ -199,6 +208,10 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     if (!finite(b[key])) return fail(`${key} is not a number`);
   }
   if (!finiteOrNull(b.power_w)) return fail("power_w is not a number or null");
+  // Absent from older agents; present, a number or null.
+  for (const key of ["integral_spread_j", "integral_spread_ahead_j"]) {
+    if (key in b && !finiteOrNull(b[key])) return fail(`${key} is not a number or null`);
+  }
   return ok({
     agent: typeof b.agent === "string" ? b.agent : "",
     gpu: finite(b.gpu) ? b.gpu : 0,
@@ -217,6 +230,8 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     period_ns: b.period_ns as number,
     averaged_power: b.averaged_power === true,
     integral_unbounded: typeof b.integral_unbounded === "string" ? b.integral_unbounded : null,
+    integral_spread_j: finite(b.integral_spread_j) ? b.integral_spread_j : null,
+    integral_spread_ahead_j: finite(b.integral_spread_ahead_j) ? b.integral_spread_ahead_j : null,
     wait_ns: b.wait_ns as number,
     power_min_w: finite(b.power_min_w) ? b.power_min_w : null,
     power_max_w: finite(b.power_max_w) ? b.power_max_w : null,

@@ -320,6 +320,10 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     const edgeMw = edgePower(meanW, a.power_w, b.power_w) * 1000;
     uncertaintyJ += counterEdgeErrMj(edgeMw, step.boundNs, a.read_ns, b.read_ns) / 1000;
   } else {
+    // What the power did between the agent's reads: its running bound over the window.
+    const spreadJ = integralSpreadJ(a, b);
+    if (spreadJ === null) return fail(NO_SPREAD);
+    uncertaintyJ += spreadJ;
     caveat = "the agent integrates its sampled power (the card has no energy counter)";
   }
   return {
@@ -330,4 +334,21 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     uncertaintyJoules: uncertaintyJ,
     caveat,
   };
+}
+
+/** Why an integrating agent's readings without their running bound measure nothing. */
+const NO_SPREAD =
+  "the agent's card: its integral came without its bound of what the power did between reads " +
+  "(integral_spread_j: an agent older than that field, or an edge read before its sensor was judged)";
+
+/**
+ * An integrating agent's bound over the window between readings a and b (J): b's running bound
+ * and what may still lie before its edge, less a's (see EnergyWire.integral_spread_j); null where
+ * either reading lacks it.
+ */
+function integralSpreadJ(a: EnergyWire, b: EnergyWire): number | null {
+  if (a.integral_spread_j === null || b.integral_spread_j === null || b.integral_spread_ahead_j === null) {
+    return null;
+  }
+  return Math.max(0, b.integral_spread_j + b.integral_spread_ahead_j - a.integral_spread_j);
 }
