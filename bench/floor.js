@@ -13,6 +13,7 @@
 //   GIUL_BENCH_CARDS=K: every window spans K cards of the double (a tensor-parallel node).
 //   GIUL_BENCH_COUNTER_STEP_MS=S: the double's counter updates every S ms (default 10).
 //   GIUL_BENCH_EXTRA_WORK_MS=W: each request works W ms longer (windows that live longer).
+//   GIUL_BENCH_NO_COUNTER=1: a card without an energy counter (nvml_sampler).
 // Prints a Markdown section for bench/RESULTS.md.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -47,7 +48,13 @@ async function child(variant, n, rounds) {
   // GIUL_BENCH_COUNTER_STEP_MS=100: a counter updating as recent cards' do (with a real sensor's
   // noise on the power readings) instead of the double's 10 ms.
   const step = process.env.GIUL_BENCH_COUNTER_STEP_MS;
-  squareWaveScenario(dir, { cards, device: step ? `counter_step_ms=${Number(step)} power_noise_w=0.5` : "" });
+  // GIUL_BENCH_NO_COUNTER=1: a card without an energy counter (nvml_sampler: instant power, with
+  // a real sensor's noise, integrated).
+  const device = process.env.GIUL_BENCH_NO_COUNTER === "1" ? "counter=0 power_mode=instant power_noise_w=0.5" : "";
+  squareWaveScenario(dir, {
+    cards,
+    device: step ? `counter_step_ms=${Number(step)} power_noise_w=0.5 ${device}` : device,
+  });
   process.env.GIUL_NVML_LIBRARY ??= join(root, "build", "test-doubles", "current", "libnvidia-ml.so.1");
   let make = null;
   if (variant === "meter") {
