@@ -10,7 +10,7 @@ import { ReadRuns } from "../edges/read-runs.js";
 import { averagedIntegral } from "../edges/uncertainty.js";
 import type { RingSource, Sample, SampleRing } from "../track/ring.js";
 import type { RingEdge } from "./edge.js";
-import { changeSpreadMj } from "./integral-spread.js";
+import { changeSpreadMj, type IntegralColumns } from "./integral-spread.js";
 
 /** No running bound (HeldReadings.spreadAround). */
 const NO_SPREAD = { at: Number.NaN, ahead: Number.NaN } as const;
@@ -18,10 +18,10 @@ const NO_SPREAD = { at: Number.NaN, ahead: Number.NaN } as const;
 /** A fresh sensor's readings lag by at most this many of its median runs (see lagNs). */
 const LAG_RUNS = 2;
 
-export class HeldReadings {
+export class HeldReadings implements IntegralColumns {
   private ring: SampleRing | null = null;
-  /** Next sample to look at. */
-  private next = 0;
+  /** Next sample to look at (IntegralColumns: one past the newest in the columns). */
+  next = 0;
   /** The run in progress: its value, first read's stamp and index. */
   private value = Number.NaN;
   private since = Number.NaN;
@@ -33,6 +33,11 @@ export class HeldReadings {
    */
   private spread = new Float64Array(0);
   private spreadSum = 0;
+  /** Each sample's stamp and power, read once (IntegralColumns: the bound's walks read these). */
+  ts = new Float64Array(0);
+  ps = new Float64Array(0);
+  capacity = 0;
+  private first = 0;
   private lastT = Number.NaN;
   private lastP = Number.NaN;
 
@@ -90,27 +95,49 @@ export class HeldReadings {
     if (column !== "integral" || Number.isNaN(e.lagNs) || e.kA < head - ring.capacity) return NO_SPREAD;
     this.advance(ring, head - 1, s);
     let k = e.kA;
-    while (k + 1 < head && ring.read(k, s) && s.t < e.t + e.lagNs) k += 1;
+    // Up to the last change whose earlier read came before the edge plus the lag.
+    while (k + 1 < this.next && !((this.ts[k % this.capacity] as number) >= e.t + e.lagNs)) k += 1;
     const at = this.spread[e.kA % ring.capacity] as number;
     return { at, ahead: (this.spread[k % ring.capacity] as number) - at };
   }
 
+  /** The ring's samples up to its newest, each read once, for the bound's walks. */
+  columns(ring: SampleRing, s: Sample): IntegralColumns {
+    this.advance(ring, ring.head() - 1, s);
+    return this;
+  }
+
+  /** The oldest sample of the columns (IntegralColumns). */
+  get oldest(): number {
+    return Math.max(this.first, this.next - this.capacity);
+  }
+
   private advance(ring: SampleRing, upTo: number, s: Sample): void {
+    const cap = ring.capacity;
     if (ring !== this.ring) {
       this.ring = ring;
       this.next = 0;
       this.value = Number.NaN;
       this.runs = new ReadRuns();
-      this.spread = new Float64Array(ring.capacity);
+      this.spread = new Float64Array(cap);
+      this.ts = new Float64Array(cap).fill(Number.NaN);
+      this.ps = new Float64Array(cap);
+      this.capacity = cap;
       this.spreadSum = 0;
       this.lastP = Number.NaN;
+      this.first = Math.max(0, ring.head() - cap);
     }
     const head = ring.head();
     const last = Math.min(upTo, head - 1);
     // Each change weighed with the lag judged now (twice the read period before it is judged).
     const lag = LAG_RUNS * (this.runs.known() ? this.runs.medianNs() : ring.periodNs());
-    for (let k = Math.max(this.next, head - ring.capacity); k <= last; k++) {
-      if (!ring.read(k, s)) continue;
+    for (let k = Math.max(this.next, head - cap); k <= last; k++) {
+      if (!ring.read(k, s)) {
+        this.ts[k % cap] = Number.NaN;
+        continue;
+      }
+      this.ts[k % cap] = s.t;
+      this.ps[k % cap] = s.powerMw;
       const p = s.powerMw;
       if (!Number.isNaN(p)) {
         if (!Number.isNaN(this.lastP))

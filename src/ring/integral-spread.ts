@@ -7,7 +7,18 @@
  * it from t0 to t1, so it is off by at most the change's height over dt/2 + lagNs of time, and
  * only inside [a, b]. With no lag that is the trapezoid's |ΔP| × dt / 2.
  */
-import type { Sample, SampleRing } from "../track/ring.js";
+/**
+ * A ring's samples as the bound walks them, each read once (../ring/held.ts keeps them): stamps (ns
+ * after the ring's epoch; NaN where a sample could not be read) and power (mW), by index modulo
+ * `capacity`, from `oldest` to `next` − 1.
+ */
+export interface IntegralColumns {
+  readonly ts: Float64Array;
+  readonly ps: Float64Array;
+  readonly capacity: number;
+  readonly oldest: number;
+  readonly next: number;
+}
 
 /**
  * One pass over the samples from `kFrom` (the one at or before `a`) until one reads at b + lagNs or
@@ -15,29 +26,30 @@ import type { Sample, SampleRing } from "../track/ring.js";
  * the samples around and inside the span (ns). Times in ns after the ring's epoch.
  */
 export function integralSpread(
-  ring: SampleRing,
+  cols: IntegralColumns,
   a: number,
   b: number,
   kFrom: number,
   lagNs: number,
-  s: Sample,
 ): { maxGap: number; spreadMj: number } {
   let maxGap = 0;
   let spreadMj = 0;
   let prevT = Number.NaN;
   let prevP = Number.NaN;
-  const head = ring.head();
-  for (let k = Math.max(kFrom, head - ring.capacity); k < head; k++) {
-    if (!ring.read(k, s)) continue;
+  const { ts, ps, capacity } = cols;
+  for (let k = Math.max(kFrom, cols.oldest); k < cols.next; k++) {
+    const t = ts[k % capacity] as number;
+    if (Number.isNaN(t)) continue;
+    const p = ps[k % capacity] as number;
     if (!Number.isNaN(prevT)) {
       if (prevT >= b + lagNs) break;
-      const dt = s.t - prevT;
+      const dt = t - prevT;
       if (prevT < b && dt > maxGap) maxGap = dt;
-      const inside = Math.min(b, s.t) - Math.max(a, prevT - lagNs);
-      if (inside > 0) spreadMj += changeSpreadMj(s.powerMw - prevP, dt, lagNs, inside);
+      const inside = Math.min(b, t) - Math.max(a, prevT - lagNs);
+      if (inside > 0) spreadMj += changeSpreadMj(p - prevP, dt, lagNs, inside);
     }
-    prevT = s.t;
-    prevP = s.powerMw;
+    prevT = t;
+    prevP = p;
   }
   return { maxGap, spreadMj };
 }

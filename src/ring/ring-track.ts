@@ -295,7 +295,7 @@ export class RingTrack implements Track, TrackReadings {
         uncertaintyMj = fusedSpan(grossMj, uncertaintyMj, fusion.between(from.t, to.t, from.kA)).errMj;
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
-      const walked = integralSpread(ring, from.t, to.t, from.kA, to.lagNs, s);
+      const walked = integralSpread(this.held.columns(ring, s), from.t, to.t, from.kA, to.lagNs);
       maxGap = walked.maxGap;
       uncertaintyMj += walked.spreadMj;
     }
@@ -321,8 +321,8 @@ export class RingTrack implements Track, TrackReadings {
     if (!checked.ok) return checked;
     const a = from as RingEdge;
     const b = to as RingEdge;
-    const integral = this.source.column === "integral";
-    const spreadMj = integral ? integralSpread(a.ring, a.t, b.t, a.kA, b.lagNs, this.scratch).spreadMj : 0;
+    const cols = this.source.column === "integral" ? this.held.columns(a.ring, this.scratch) : null;
+    const spreadMj = cols ? integralSpread(cols, a.t, b.t, a.kA, b.lagNs).spreadMj : 0;
     return { ok: true, grossJoules: (b.value - a.value) / 1000, spreadJoules: spreadMj / 1000 };
   }
 
