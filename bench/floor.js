@@ -50,7 +50,8 @@ async function child(variant, n, rounds) {
   const step = process.env.GIUL_BENCH_COUNTER_STEP_MS;
   // GIUL_BENCH_NO_COUNTER=1: a card without an energy counter (nvml_sampler: instant power, with
   // a real sensor's noise, integrated).
-  const device = process.env.GIUL_BENCH_NO_COUNTER === "1" ? "counter=0 power_mode=instant power_noise_w=0.5" : "";
+  const device =
+    process.env.GIUL_BENCH_NO_COUNTER === "1" ? "counter=0 power_mode=instant power_noise_w=0.5" : "";
   squareWaveScenario(dir, {
     cards,
     device: step ? `counter_step_ms=${Number(step)} power_noise_w=0.5 ${device}` : device,
