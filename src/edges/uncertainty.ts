@@ -103,11 +103,6 @@ export function interpolationErr(before: number, value: number, after: number): 
   return Math.max(value - before, after - value);
 }
 
-/** The largest error of the trapezoid between two power samples `dtNs` apart (mJ). */
-export function trapezoidErrMj(p0Mw: number, p1Mw: number, dtNs: number): number {
-  return (Math.abs(p1Mw - p0Mw) * dtNs) / 2e9;
-}
-
 /**
  * Why an integral of power averaged over about a second (nvmlDeviceGetPowerUsage on Ampere and
  * newer, nvidia-smi's power.draw; from `source`) is no measurement: it lags and smooths the card,

@@ -9,8 +9,8 @@
  */
 /**
  * A ring's samples as the bound walks them, each read once (../ring/held.ts keeps them): stamps (ns
- * after the ring's epoch; NaN where a sample could not be read) and power (mW), by index modulo
- * `capacity`, from `oldest` to `next` − 1.
+ * after the ring's epoch; NaN where a sample could not be read) and power (mW; NaN where its read
+ * failed), by index modulo `capacity`, from `oldest` to `next` − 1.
  */
 export interface IntegralColumns {
   readonly ts: Float64Array;
@@ -39,8 +39,10 @@ export function integralSpread(
   const { ts, ps, capacity } = cols;
   for (let k = Math.max(kFrom, cols.oldest); k < cols.next; k++) {
     const t = ts[k % capacity] as number;
-    if (Number.isNaN(t)) continue;
     const p = ps[k % capacity] as number;
+    // A sample not read, or a failed read (past the closing edge, its fault is in no window's
+    // check): the change across it spans the longer interval.
+    if (Number.isNaN(t) || Number.isNaN(p)) continue;
     if (!Number.isNaN(prevT)) {
       if (prevT >= b + lagNs) break;
       const dt = t - prevT;
