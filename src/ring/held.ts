@@ -92,8 +92,10 @@ export class HeldReadings implements IntegralColumns {
     const ring = e.ring;
     const head = ring.head();
     // A counter's; or an edge settled before the sensor was judged, which waited for no lag.
-    if (column !== "integral" || Number.isNaN(e.lagNs) || e.kA < head - ring.capacity) return NO_SPREAD;
+    if (column !== "integral" || Number.isNaN(e.lagNs)) return NO_SPREAD;
     this.advance(ring, head - 1, s);
+    // Before the columns' oldest sample (overwritten, or before they were started over this ring).
+    if (e.kA < this.oldest) return NO_SPREAD;
     let k = e.kA;
     // Up to the last change whose earlier read came before the edge plus the lag.
     while (k + 1 < this.next && !((this.ts[k % this.capacity] as number) >= e.t + e.lagNs)) k += 1;

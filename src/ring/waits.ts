@@ -47,7 +47,6 @@ export interface WaitHooks<E> {
    * and waits for a later one (a fused counter's next update) does not make the sampler stalled.
    */
   awaitingSample?(edge: E): boolean;
-
   /**
    * Whether a pending edge waits only for the energy counter's next update (absent: never): while
    * every waiting edge does, the doorbell need ring only when the counter changes.
@@ -369,8 +368,8 @@ export class RingWaits<E> {
         else if (!(this.hooks.awaitingCounter?.(e) ?? false)) forCounter = false;
       }
       w.counterAt = pending && !sampleless && forCounter ? progress : -1;
-      if (sampleless) readMore = true;
       if (!forCounter) counterOnly = false;
+      if (sampleless) readMore = true;
       if (!pending) w.done.finished();
       else if (now < w.deadline) settling[kept++] = w;
       else if (!sampleless) {
