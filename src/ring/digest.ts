@@ -7,16 +7,20 @@
  * it digests seldom. One timer.
  */
 
-/** How often while windows use the ring (ms). */
-const DIGEST_MS = 25;
+/**
+ * How often while windows use the ring (ms): a close digests at most this long's samples first
+ * (about 20 at the default period, well under a millisecond), and a window open on a quiet card
+ * wakes the event loop 10 times a second for it, not 40.
+ */
+const DIGEST_MS = 100;
 /**
  * How often with no window (ms): the sampler lingers and backs off for a minute, and a timer every
- * DIGEST_MS would wake the event loop 40 times a second for a handful of samples. At most a few
+ * DIGEST_MS would wake the event loop 10 times a second for a handful of samples. At most a few
  * hundred samples wait for the next window (the ring holds 16,384), digested once.
  */
 const IDLE_DIGEST_MS = 250;
-/** Ticks in a row with no window before the digest slows down. */
-const IDLE_DIGEST_AFTER = 10;
+/** Ticks in a row with no window before the digest slows down (about 300 ms). */
+const IDLE_DIGEST_AFTER = 3;
 
 /** What the digest asks of its track. */
 export interface DigestHost {
@@ -70,7 +74,7 @@ export class RingDigest {
 
   private tick(): void {
     this.host.digest();
-    // No window for a while (lingering, backed off): digest seldom, not 40 times a second.
+    // No window for a while (lingering, backed off): digest seldom, not 10 times a second.
     if (this.host.busy()) this.idleTicks = 0;
     else if (this.ms === DIGEST_MS && ++this.idleTicks >= IDLE_DIGEST_AFTER) this.restart(IDLE_DIGEST_MS);
   }

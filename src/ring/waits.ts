@@ -303,7 +303,8 @@ export class RingWaits<E> {
     for (const w of this.settling) at = Math.min(at, w.deadline);
     // Past every deadline (edges waiting for the counter's next update): look now and then.
     if (at <= now) at = now + DEADLINE_RECHECK_MS;
-    if (this.timer !== null && this.timerAt <= at) return;
+    // Timers run on whole ms: one set for this deadline fires up to 1 ms after it, and serves.
+    if (this.timer !== null && this.timerAt < at + 1) return;
     this.setTimer(Math.max(1, Math.ceil(at - now)));
   }
 
