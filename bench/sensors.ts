@@ -3,9 +3,10 @@
 // against Zeus (the counter read at the two edges). Run through bench/sensors.js:
 //
 //   node bench/sensors.js [--windows 400] [--seed 1] [--period 5] [--json out.json] [--integral]
-//   [--unaligned] [--edges] [--smi]
+//   [--unaligned] [--edges] [--smi] [--min-phase MS]
 //   (--integral: the same sensors without an energy counter, through nvml_sampler; --smi: through
-//   smi_sampler, 100 ms reads on a steady grid, no level shorter than two reads; --unaligned:
+//   smi_sampler, 100 ms reads on a steady grid, the same trace (windows shorter than the reads
+//   resolve are not measured); --min-phase MS: no level shorter than that; --unaligned:
 //   each window moved off its request by up to half its length either way, so that the load's
 //   changes fall anywhere in it, as for a request sharing the card; --edges: a table of where the
 //   error comes from, each edge's fused value against the exact cumulative energy at it)
@@ -29,7 +30,9 @@ const only = arg("--only", "");
 const jsonOut = arg("--json", "");
 // --integral: the same sensors with no energy counter (nvml_sampler: the power readings integrated).
 // --smi: the same, read as smi_sampler reads (nvidia-smi -lms 100: a steady 100 ms grid, no read at
-// the edges), on a trace with no level shorter than two reads (the integral's stated limit).
+// the edges). --min-phase: a trace with no level shorter than that (two reads: the integral's
+// stated limit, one change of power between two reads).
+const MIN_PHASE_MS = Number(arg("--min-phase", "0"));
 const smi = process.argv.includes("--smi");
 const integral = smi || process.argv.includes("--integral");
 const unaligned = process.argv.includes("--unaligned");
@@ -106,7 +109,7 @@ for (const sensor of SENSORS) {
   const trace = inferenceTrace(N, LENGTHS, {
     idleW: IDLE_W,
     seed: SEED,
-    ...(smi ? { minPhaseMs: 2 * PERIOD } : {}),
+    minPhaseMs: MIN_PHASE_MS,
   });
   const { power } = trace;
   const plans = unaligned

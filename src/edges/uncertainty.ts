@@ -49,19 +49,23 @@ export function msFixed(ns: number): string {
 
 /**
  * Why a window of `durationNs` on an energy counter is too short to measure (its update step is
- * longer: the difference would be 0 or one step, not the window's energy), or null. `ms` formats
- * the two durations in the message.
+ * longer, or `noUpdate`: the counter did not change between its edges; the difference would be 0
+ * or one step, not the window's energy), or null. `ms` formats the durations in the message.
  */
 export function tooShortForCounter(
   durationNs: number,
   step: CounterStep,
   ms: (ns: number) => string,
+  noUpdate = false,
 ): string | null {
-  if (!(durationNs < step.shortestNs)) return null;
-  return (
-    `window of ${ms(durationNs)} ms is shorter than the energy counter's update step ` +
-    `(~${ms(step.shortestNs)} ms): too short to measure`
-  );
+  if (durationNs < step.shortestNs) {
+    return (
+      `window of ${ms(durationNs)} ms is shorter than the energy counter's update step ` +
+      `(~${ms(step.shortestNs)} ms): too short to measure`
+    );
+  }
+  if (!noUpdate) return null;
+  return `window of ${ms(durationNs)} ms is shorter than the energy counter's update step: too short to measure`;
 }
 
 /**

@@ -32,7 +32,7 @@ import {
   resolveEdge,
 } from "./edge.js";
 import { HeldReadings } from "./held.js";
-import { integralSpread } from "./integral-spread.js";
+import { integralSpread, tooShortForReads } from "./integral-spread.js";
 import { idlePeriodMs, RingLinger } from "./linger.js";
 import { RingWaits } from "./waits.js";
 
@@ -270,15 +270,9 @@ export class RingTrack implements Track, TrackReadings {
     // 0 or one step, not its energy.
     if (energy && (from.basis === COUNTER_ONLY || to.basis === COUNTER_ONLY)) {
       const step = counterStep(ring.counterStepNs(), ring.periodNs());
-      const tooShort = tooShortForCounter(to.t - from.t, step, msRounded);
+      // Also where the counter did not update between the edges (a step not yet known longer).
+      const tooShort = tooShortForCounter(to.t - from.t, step, msRounded, from.counterA === to.counterA);
       if (tooShort !== null) return { ok: false, reason: tooShort };
-      // No update of the counter between the two edges (a step not yet known to be longer).
-      if (from.counterA === to.counterA) {
-        return {
-          ok: false,
-          reason: `window of ${msRounded(to.t - from.t)} ms is shorter than the energy counter's update step: too short to measure`,
-        };
-      }
     }
 
     const samples = Math.max(0, to.kA - from.kB + 1);
@@ -296,6 +290,8 @@ export class RingTrack implements Track, TrackReadings {
       if (this.source.averagedPower) caveat = averagedPowerCaveat(this.source.averagedPowerSource);
     } else {
       const walked = integralSpread(this.held.columns(ring, s), from.t, to.t, from.kA, to.lagNs);
+      const tooShort = tooShortForReads(to.t - from.t, walked.maxGap, to.lagNs);
+      if (tooShort !== null) return { ok: false, reason: tooShort };
       maxGap = walked.maxGap;
       uncertaintyMj += walked.spreadMj;
     }

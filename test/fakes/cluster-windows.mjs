@@ -2,7 +2,8 @@
 // `plan.workers` workers; each meters `plan.windows` overlapping windows of random lengths and
 // weights (one weight change each) on GPU 0 and posts what each was charged, with its edges. With
 // `plan.kill`, that worker instead holds one window open until the primary SIGKILLs it; with
-// `plan.fixedMs`, every window has weight 1 and lasts that long. The
+// `plan.fixedMs`, every window has weight 1 and lasts that long; `plan.minPartMs` (20 unless
+// given) is the least length of each part of a window, before and after its weight change. The
 // primary prints one JSON line: every window, and the instant of the kill.
 //   TEST_PLAN='{"workers":4,"windows":50,"seed":1,"idleW":50,"spreadMs":1500,"backend":"nvml"}'
 //   TEST_DIST=/abs/dist/index.js  node test/fakes/cluster-windows.mjs
@@ -47,15 +48,17 @@ async function worker() {
     return x / 2147483648;
   };
   const spread = plan.spreadMs ?? 1500;
+  // Each window's two parts last at least this long (ms).
+  const least = plan.minPartMs ?? 20;
   const posted = await Promise.all(
     Array.from({ length: plan.windows }, async () => {
       await sleep(rand() * spread);
       const m = await Meter.forNode(node, { weight: plan.fixedMs ? 1 : 0.5 + rand() * 4 }).open();
       if (plan.fixedMs) await sleep(plan.fixedMs);
       else {
-        await sleep(20 + rand() * 300);
+        await sleep(least + rand() * 300);
         m.setWeight(0.5 + rand() * 4);
-        await sleep(20 + rand() * 300);
+        await sleep(least + rand() * 300);
       }
       await m.close();
       const t = m.edgeTimes();
