@@ -50,17 +50,19 @@ export class HeldReadings implements IntegralColumns {
     if (source.averagedPower) return averagedIntegral(source.averagedPowerSource);
     this.advance(ring, upTo, s);
     const runs = this.runs;
-    // A closing edge settled before then (`lagNs` NaN) waited for no lag of the readings.
-    if (!runs.known() || Number.isNaN(lagNs)) {
+    const holds = runs.holds(ring.powerQuantumMw?.() ?? 1);
+    // A closing edge settled before the sensor was judged fresh (`lagNs` NaN: not judged, or seen
+    // to hold then) waited for no lag of the readings; one that holds now says so below.
+    if (!runs.known() || (Number.isNaN(lagNs) && !holds)) {
       const seen = runs.known()
-        ? `is not known yet at the closing edge (fewer than ${ReadRuns.needed} changes of its readings seen then)`
+        ? `is not known yet at the closing edge (it was not judged fresh then: fewer than ${ReadRuns.needed} changes of its readings seen, or runs of one value as long as a held sensor's)`
         : `is not known yet (${runs.count} of ${ReadRuns.needed} changes of its readings seen)`;
       return (
         `the card has no energy counter, and whether its power sensor follows the card ${seen}: ` +
         `an integral of readings that hold would bound nothing`
       );
     }
-    if (!runs.holds(ring.powerQuantumMw?.() ?? 1)) return null;
+    if (!holds) return null;
     return (
       `the card has no energy counter, and its power sensor holds each reading (${runs.summary()}): ` +
       `what it draws between refreshes is not in the readings, so their integral bounds nothing`
