@@ -281,8 +281,8 @@ describe("the sensor family of real cards, generated (fast-check)", () => {
 
   it("smi_sampler: requests shorter than its reads resolve are not measured, and no figure is outside its bar", async () => {
     // Requests from 20 ms with prefills and decode steps from 15 ms, read every 100 ms: a request
-    // can start and end between two reads. Before such windows were refused, 23 of 600 windows of
-    // this trace family were outside their bars (all of about 20 ms: 0.00 ± 4.3 J for 9.0 J).
+    // can start and end between two reads, and read as idle. Before such windows were refused, this
+    // case put one outside its bar (bench/sensors.js --smi, this trace family: 29–88 of 2,400).
     const sensor: DeviceSpec = { powerMode: "instant", counter: false };
     const r = { seed: 1, startMs: 6000 };
     const trace = lazy({ requests: r }, () =>

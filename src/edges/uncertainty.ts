@@ -58,14 +58,26 @@ export function tooShortForCounter(
   ms: (ns: number) => string,
   noUpdate = false,
 ): string | null {
-  if (durationNs < step.shortestNs) {
-    return (
-      `window of ${ms(durationNs)} ms is shorter than the energy counter's update step ` +
-      `(~${ms(step.shortestNs)} ms): too short to measure`
-    );
-  }
-  if (!noUpdate) return null;
-  return `window of ${ms(durationNs)} ms is shorter than the energy counter's update step: too short to measure`;
+  const shorter = durationNs < step.shortestNs;
+  if (!shorter && !noUpdate) return null;
+  const known = shorter ? ` (~${ms(step.shortestNs)} ms)` : "";
+  return `window of ${ms(durationNs)} ms is shorter than the energy counter's update step${known}: too short to measure`;
+}
+
+/**
+ * Why a window of `durationNs` is too short for an integral of power readings whose largest
+ * interval around and inside it is `maxGapNs` (../ring/integral-spread.ts) and which lag the card
+ * by up to `lagNs`, or null. Power that rose and fell between two reads, or within a reading's lag,
+ * is in no reading; a window no longer than that may be nothing else (a request as short), and the
+ * readings cannot measure it, as a counter cannot a window shorter than its update step.
+ */
+export function tooShortForReads(durationNs: number, maxGapNs: number, lagNs: number): string | null {
+  const resolvedNs = maxGapNs + (lagNs > 0 ? lagNs : 0);
+  if (!(durationNs < resolvedNs)) return null;
+  return (
+    `window of ${msRounded(durationNs)} ms is shorter than the power reads resolve ` +
+    `(${msRounded(maxGapNs)} ms between reads, readings up to ${msRounded(resolvedNs - maxGapNs)} ms behind the card): too short to measure`
+  );
 }
 
 /**

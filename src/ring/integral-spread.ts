@@ -8,8 +8,6 @@
  * only inside [a, b]. With no lag that is the trapezoid's |ΔP| × dt / 2.
  */
 
-import { msRounded } from "../edges/uncertainty.js";
-
 /**
  * A ring's samples as the bound walks them, each read once (../ring/held.ts keeps them): stamps (ns
  * after the ring's epoch; NaN where a sample could not be read) and power (mW; NaN where its read
@@ -57,22 +55,6 @@ export function integralSpread(
     prevP = p;
   }
   return { maxGap, spreadMj };
-}
-
-/**
- * Why a span of `durationNs` is too short for an integral of readings whose largest interval
- * around and inside it is `maxGapNs` (integralSpread) and which lag the card by up to `lagNs`, or
- * null. Power that rose and fell between two reads, or within a reading's lag, is in no reading;
- * a span no longer than that may be nothing else (a request as short), and the readings cannot
- * measure it, as a counter cannot a span shorter than its update step.
- */
-export function tooShortForReads(durationNs: number, maxGapNs: number, lagNs: number): string | null {
-  const resolvedNs = maxGapNs + (lagNs > 0 ? lagNs : 0);
-  if (!(durationNs < resolvedNs)) return null;
-  return (
-    `window of ${msRounded(durationNs)} ms is shorter than the power reads resolve ` +
-    `(${msRounded(maxGapNs)} ms between reads, readings up to ${msRounded(resolvedNs - maxGapNs)} ms behind the card): too short to measure`
-  );
 }
 
 /**

@@ -5,6 +5,7 @@ import {
   fusedSpan,
   msRounded,
   tooShortForCounter,
+  tooShortForReads,
 } from "../edges/uncertainty.js";
 import { emptySample, powerRangeOf, type RingSource, type Sample, type SampleRing } from "../track/ring.js";
 import type {
@@ -32,7 +33,7 @@ import {
   resolveEdge,
 } from "./edge.js";
 import { HeldReadings } from "./held.js";
-import { integralSpread, tooShortForReads } from "./integral-spread.js";
+import { integralSpread } from "./integral-spread.js";
 import { idlePeriodMs, RingLinger } from "./linger.js";
 import { RingWaits } from "./waits.js";
 
