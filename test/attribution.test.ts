@@ -57,7 +57,10 @@ interface Plan {
 }
 
 const weightArb = fc.double({ min: 0.1, max: 10, noNaN: true, noDefaultInfinity: true });
-/** Windows of `minMs` to 700 ms (smi_sampler's reads resolve none shorter than about 150 ms). */
+/**
+ * Windows of `minMs` to 700 ms (smi_sampler's reads resolve none shorter than about 150 ms, more
+ * where a loaded host delays its reads).
+ */
 const planArb = (minMs: number): fc.Arbitrary<Plan> =>
   fc.record({
     startMs: fc.integer({ min: 0, max: 600 }),
@@ -109,7 +112,7 @@ const BACKENDS = [
     backend: "smi_sampler",
     device: 2,
     node: (): NodeT => ({ name: "smi", gpuIndex: 2, idleW: IDLE_W }),
-    minMs: 300,
+    minMs: 400,
   },
   {
     backend: "remote_agent",
