@@ -121,6 +121,30 @@ describe("parseEnergy", () => {
     expect(bad.ok ? "" : bad.reason).toBe("integral_spread_j is not a number or null");
   });
 
+  it("reads where an integral's reads were and their lag: absent is null, another type an error naming the field", () => {
+    const integral = {
+      ...reading,
+      energy_source: "integral",
+      integral_read_before_ns: 2_500_000,
+      integral_read_after_ns: 1_000_000,
+      integral_lag_ns: 10_000_000,
+    };
+    const r = parseEnergy(integral);
+    expect(
+      r.ok && [r.value.integral_read_before_ns, r.value.integral_read_after_ns, r.value.integral_lag_ns],
+    ).toEqual([2_500_000, 1_000_000, 10_000_000]);
+    const older = parseEnergy(reading);
+    expect(
+      older.ok && [
+        older.value.integral_read_before_ns,
+        older.value.integral_read_after_ns,
+        older.value.integral_lag_ns,
+      ],
+    ).toEqual([null, null, null]);
+    const bad = parseEnergy({ ...integral, integral_read_after_ns: "1000000" });
+    expect(bad.ok ? "" : bad.reason).toBe("integral_read_after_ns is not a number or null");
+  });
+
   it("reads edge_bounded, and takes an agent without it for one that bounds the interpolation alone", () => {
     const fused = parseEnergy({ ...reading, edge_bounded: true });
     expect(fused.ok && fused.value.edge_bounded).toBe(true);

@@ -347,6 +347,14 @@ describe.runIf(ready)("remote_agent against giul-agent (exact readings)", () => 
       expect(reading.integral_unbounded).toBeNull();
       expect(reading.integral_spread_j).toBeGreaterThan(0);
       expect(reading.integral_spread_ahead_j).toBeGreaterThanOrEqual(0);
+      // Where its reads around the reading were, and the readings' lag: what a client's too-short
+      // check needs (the sampler reads every 5 ms, and at the request).
+      const before = reading.integral_read_before_ns as number;
+      const after = reading.integral_read_after_ns as number;
+      expect(before).toBeGreaterThanOrEqual(0);
+      expect(after).toBeGreaterThan(0);
+      expect(before + after).toBeLessThan(50e6);
+      expect(reading.integral_lag_ns).toBeGreaterThan(0);
       const { m } = await window(remoteNode(url), 600, false);
       const e = m.result({ tokens: 10 });
       expect(e.method, e.reason ?? "").toBe("sampled");

@@ -14,7 +14,9 @@ import { type SamplerModel, SyntheticCard } from "./fakes/synthetic.js";
 // readings taken from a synthetic card exactly as giul-agent's /energy takes them
 // (src/agent/monitor.ts: RingTrack.reading), the client's arithmetic the real one (exact.ts).
 // Without the running bound, 15–22 of 300 windows per square wave were outside their bars (up to
-// 11 times it), the same windows all inside theirs when measured locally.
+// 11 times it), the same windows all inside theirs when measured locally. Without the reads' gaps
+// and lag (integral_read_before_ns, integral_read_after_ns, integral_lag_ns), requests of 20 ms read between two of the agent's reads
+// were: 4 of 200 on the native sampler (1.29 ± 0.48 J for 10.96 J), 3 of 200 on nvidia-smi's grid.
 
 const IDLE_W = 60;
 
@@ -43,6 +45,9 @@ function energyWire(card: SyntheticCard, edge: Edge): EnergyWire {
     integral_unbounded: card.track.integralProblem(),
     integral_spread_j: j(r.spreadMj),
     integral_spread_ahead_j: j(r.spreadAheadMj),
+    integral_read_before_ns: Number.isFinite(r.readBeforeNs) ? r.readBeforeNs : null,
+    integral_read_after_ns: Number.isFinite(r.readAfterNs) ? r.readAfterNs : null,
+    integral_lag_ns: Number.isFinite(r.lagNs) ? r.lagNs : null,
     wait_ns: 0,
     power_min_w: 0,
     power_max_w: 700,
@@ -58,7 +63,9 @@ function remoteEdge(card: SyntheticCard, edge: Edge, older: boolean): RemoteEdge
   const w = energyWire(card, edge);
   placeEdge(
     e,
-    older ? { ...w, integral_spread_j: null, integral_spread_ahead_j: null } : w,
+    older
+      ? { ...w, integral_spread_j: null, integral_spread_ahead_j: null, integral_read_before_ns: null }
+      : w,
     edge.tNs,
     edge.tNs,
     edge.tNs,
@@ -70,16 +77,25 @@ function remoteEdge(card: SyntheticCard, edge: Edge, older: boolean): RemoteEdge
 const NATIVE: SamplerModel = { periodMs: 10, dither: "golden", readsAtEdges: true };
 const SMI: SamplerModel = { periodMs: 100, dither: "none" };
 
-/** Meters `plans` through the agent's readings: windows sampled, outside their bars, and the reasons of the rest. */
+/**
+ * Meters `plans` through the agent's readings: windows sampled, outside their bars, those of
+ * `longMs` or more and how many of them were sampled, and the reasons of the rest.
+ */
 function score(
   device: DeviceSpec,
   power: PowerPoint[],
   plans: readonly { open: number; close: number }[],
-  { sampler = NATIVE, older = false }: { sampler?: SamplerModel; older?: boolean } = {},
+  {
+    sampler = NATIVE,
+    older = false,
+    longMs = 250,
+  }: { sampler?: SamplerModel; older?: boolean; longMs?: number } = {},
 ) {
   const card = new SyntheticCard({ ...device, counter: false, power }, sampler);
   let sampled = 0;
   let outside = 0;
+  let long = 0;
+  let longSampled = 0;
   const reasons = new Set<string>();
   for (const p of plans) {
     if (!(p.close > p.open) || p.open <= 0) continue;
@@ -87,15 +103,39 @@ function score(
     const b = card.edgeAt(p.close);
     for (let i = 0; i < 1000 && !card.track.settled([a, b]); i++) card.advanceOne();
     const m = exactSpan(remoteEdge(card, a, older), remoteEdge(card, b, older));
+    const isLong = p.close - p.open >= longMs * 1e6;
+    if (isLong) long += 1;
     if (!m.ok) {
       reasons.add(m.reason);
       continue;
     }
     sampled += 1;
+    if (isLong) longSampled += 1;
     const truth = card.truth.energyJ(p.open, p.close);
-    if (Math.abs(m.grossJoules - truth) > m.uncertaintyJoules + 1e-9) outside += 1;
+    if (Math.abs(m.grossJoules - truth) > m.uncertaintyJoules + 1e-9) {
+      outside += 1;
+      console.log(
+        "OUT",
+        p.open / 1e6,
+        (p.close - p.open) / 1e6,
+        m.grossJoules.toFixed(2),
+        m.uncertaintyJoules.toFixed(2),
+        truth.toFixed(2),
+        m.maxGapMs,
+        m.samples,
+        JSON.stringify(
+          [energyWire(card, a), energyWire(card, b)].map((w) => [
+            w.integral_read_before_ns,
+            w.integral_read_after_ns,
+            w.integral_lag_ns,
+            w.sample_index,
+            w.power_w,
+          ]),
+        ),
+      );
+    }
   }
-  return { sampled, outside, reasons: [...reasons] };
+  return { sampled, outside, long, longSampled, reasons: [...reasons] };
 }
 
 describe("remote_agent over an integrating agent: bars that hold", () => {
@@ -106,28 +146,29 @@ describe("remote_agent over an integrating agent: bars that hold", () => {
   ];
   for (const [name, device, sampler] of cases) {
     it(`${name}: square waves and requests, no figure outside its bar`, () => {
-      // No level shorter than two reads: the integral's stated limit.
+      // Square waves: no level shorter than two reads (the integral's stated limit).
       const minMs = 2 * (sampler.periodMs ?? 10);
-      let sampled = 0;
-      let windows = 0;
+      // Windows of three reads or more, and of 250 ms or more (item 3 of issue 49), are measured.
+      const longMs = Math.max(250, 3 * (sampler.periodMs ?? 10));
+      let long = 0;
+      let longSampled = 0;
       for (const half of [23, 37, 60].map((h) => Math.max(h, minMs))) {
         const plans = windowPlans(300, { minMs: 20, maxMs: 2000, gapMs: [5, 50], startMs: 200, seed: half });
-        const r = score(device, squareWave(100, 400, half, 40), plans, { sampler });
+        const r = score(device, squareWave(100, 400, half, 40), plans, { sampler, longMs });
         expect(r.outside).toBe(0);
-        sampled += r.sampled;
-        windows += 300;
+        long += r.long;
+        longSampled += r.longSampled;
       }
-      const trace = inferenceTrace(200, [20, 100, 250, 600, 1000, 3000], {
-        idleW: IDLE_W,
-        minPhaseMs: minMs,
-        startMs: 500,
-      });
-      const r = score(device, trace.power, trace.plans, { sampler });
+      // The whole inference-like trace: requests from 20 ms, decode iterations from 15 ms. Those
+      // shorter than the reads resolve are not measured, and say so.
+      const trace = inferenceTrace(200, [20, 100, 250, 600, 1000, 3000], { idleW: IDLE_W, startMs: 500 });
+      const r = score(device, trace.power, trace.plans, { sampler, longMs });
       expect(r.outside).toBe(0);
-      sampled += r.sampled;
-      windows += 200;
-      // Every window once the sensor is judged (its first three changes).
-      expect(sampled).toBeGreaterThan(0.95 * windows);
+      expect(r.reasons.some((why) => /shorter than the power reads resolve/.test(why))).toBe(true);
+      long += r.long;
+      longSampled += r.longSampled;
+      // Every such window once the sensor is judged (its first three changes).
+      expect(longSampled).toBeGreaterThan(0.95 * long);
     });
   }
 
@@ -135,6 +176,10 @@ describe("remote_agent over an integrating agent: bars that hold", () => {
     const plans = windowPlans(40, { minMs: 100, maxMs: 1000, gapMs: [5, 50], startMs: 200, seed: 1 });
     const r = score({ powerMode: "instant" }, squareWave(100, 400, 37, 40), plans, { older: true });
     expect(r.sampled).toBe(0);
-    expect(r.reasons.some((why) => /integral_spread_j: an agent older than that field/.test(why))).toBe(true);
+    expect(
+      r.reasons.some((why) =>
+        /integral_spread_j, integral_read_before_ns: an agent older than those fields/.test(why),
+      ),
+    ).toBe(true);
   });
 });

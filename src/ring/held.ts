@@ -13,7 +13,24 @@ import type { RingEdge } from "./edge.js";
 import { changeSpreadMj, type IntegralColumns } from "./integral-spread.js";
 
 /** No running bound (HeldReadings.spreadAround). */
-const NO_SPREAD = { at: Number.NaN, ahead: Number.NaN } as const;
+const NO_SPREAD = {
+  at: Number.NaN,
+  ahead: Number.NaN,
+  beforeNs: Number.NaN,
+  afterNs: Number.NaN,
+  lagNs: Number.NaN,
+} as const;
+
+/** An integral's running bound around an edge, for giul-agent's /energy (HeldReadings.spreadAround). */
+export interface SpreadAround {
+  /** The bound at the sample before the edge, and what the changes within the lag after it add (mJ). */
+  readonly at: number;
+  readonly ahead: number;
+  /** How long before and after the edge the reads around it were, and how far the readings may lag (ns). */
+  readonly beforeNs: number;
+  readonly afterNs: number;
+  readonly lagNs: number;
+}
 
 /** A fresh sensor's readings lag by at most this many of its median runs (see lagNs). */
 const LAG_RUNS = 2;
@@ -89,8 +106,10 @@ export class HeldReadings implements IntegralColumns {
    * sample before it, and what the changes after that sample add up to a sample read `lagNs` after
    * the edge (they may be the card's before it). A remote client's bar over two readings a, b is
    * b's at + ahead − a's at: every change that may lie inside the window, each at its full weight.
+   * With where the reads around the edge were and the readings' lag: what the reads resolve
+   * there (../edges/uncertainty.ts tooShortForReads).
    */
-  spreadAround(column: "energy" | "integral", e: RingEdge, s: Sample): { at: number; ahead: number } {
+  spreadAround(column: "energy" | "integral", e: RingEdge, s: Sample): SpreadAround {
     const ring = e.ring;
     const head = ring.head();
     // A counter's; or an edge settled before the sensor was judged, which waited for no lag.
@@ -102,7 +121,18 @@ export class HeldReadings implements IntegralColumns {
     // Up to the last change whose earlier read came before the edge plus the lag.
     while (k + 1 < this.next && !((this.ts[k % this.capacity] as number) >= e.t + e.lagNs)) k += 1;
     const at = this.spread[e.kA % ring.capacity] as number;
-    return { at, ahead: (this.spread[k % ring.capacity] as number) - at };
+    const ahead = (this.spread[k % ring.capacity] as number) - at;
+    const before = e.t - this.readAround(e.kA, -1);
+    return { at, ahead, beforeNs: before, afterNs: this.readAround(e.kA + 1, 1) - e.t, lagNs: e.lagNs };
+  }
+
+  /** The stamp of the first readable sample from `k` on, going by `dir` (NaN where none is left). */
+  private readAround(k: number, dir: 1 | -1): number {
+    for (let i = k; i >= this.oldest && i < this.next; i += dir) {
+      const t = this.ts[i % this.capacity] as number;
+      if (!Number.isNaN(t) && !Number.isNaN(this.ps[i % this.capacity] as number)) return t;
+    }
+    return Number.NaN;
   }
 
   /** The ring's samples up to its newest, each read once, for the bound's walks. */

@@ -448,6 +448,9 @@ export class RingTrack implements Track, TrackReadings {
       generation: this.generation,
       spreadMj: spread.at,
       spreadAheadMj: spread.ahead,
+      readBeforeNs: spread.beforeNs,
+      readAfterNs: spread.afterNs,
+      lagNs: spread.lagNs,
     };
   }
 

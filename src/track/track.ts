@@ -290,5 +290,9 @@ export type EdgeReading =
        */
       readonly spreadMj: number;
       readonly spreadAheadMj: number;
+      /** On an integral, how long before and after the edge the reads around it were, and the readings' lag (ns); else NaN. */
+      readonly readBeforeNs: number;
+      readonly readAfterNs: number;
+      readonly lagNs: number;
     }
   | { readonly ok: false; readonly reason: string };

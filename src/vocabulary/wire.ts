@@ -95,6 +95,15 @@ export interface EnergyWire {
    */
   integral_spread_j: number | null;
   integral_spread_ahead_j: number | null;
+  /**
+   * On an integral: how long before and after the reading the agent's two reads around it were, and
+   * how far its readings may lag the card (ns). A window shorter than the reads resolve (the longest
+   * interval between reads around and inside it, plus the lag) is too short to measure. Null where
+   * the spread is.
+   */
+  integral_read_before_ns: number | null;
+  integral_read_after_ns: number | null;
+  integral_lag_ns: number | null;
   /** ns from the request's arrival to the response (the wait for the next sample). */
   wait_ns: number;
   /**
@@ -209,7 +218,13 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
   }
   if (!finiteOrNull(b.power_w)) return fail("power_w is not a number or null");
   // Absent from older agents; present, a number or null.
-  for (const key of ["integral_spread_j", "integral_spread_ahead_j"]) {
+  for (const key of [
+    "integral_spread_j",
+    "integral_spread_ahead_j",
+    "integral_read_before_ns",
+    "integral_read_after_ns",
+    "integral_lag_ns",
+  ]) {
     if (key in b && !finiteOrNull(b[key])) return fail(`${key} is not a number or null`);
   }
   return ok({
@@ -232,6 +247,9 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     integral_unbounded: typeof b.integral_unbounded === "string" ? b.integral_unbounded : null,
     integral_spread_j: finite(b.integral_spread_j) ? b.integral_spread_j : null,
     integral_spread_ahead_j: finite(b.integral_spread_ahead_j) ? b.integral_spread_ahead_j : null,
+    integral_read_before_ns: finite(b.integral_read_before_ns) ? b.integral_read_before_ns : null,
+    integral_read_after_ns: finite(b.integral_read_after_ns) ? b.integral_read_after_ns : null,
+    integral_lag_ns: finite(b.integral_lag_ns) ? b.integral_lag_ns : null,
     wait_ns: b.wait_ns as number,
     power_min_w: finite(b.power_min_w) ? b.power_min_w : null,
     power_max_w: finite(b.power_max_w) ? b.power_max_w : null,

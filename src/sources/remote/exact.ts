@@ -19,6 +19,7 @@ import {
   edgePower,
   msFixed,
   tooShortForCounter,
+  tooShortForReads,
 } from "../../edges/uncertainty.js";
 import type { Edge, EdgeError, IntervalMeasurement, Track } from "../../track/track.js";
 import { debug } from "../../vocabulary/debug.js";
@@ -319,27 +320,59 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
     // An older agent: each read is up to one step stale, and a whole number of mJ.
     const edgeMw = edgePower(meanW, a.power_w, b.power_w) * 1000;
     uncertaintyJ += counterEdgeErrMj(edgeMw, step.boundNs, a.read_ns, b.read_ns) / 1000;
-  } else {
-    // What the power did between the agent's reads: its running bound over the window.
+  }
+  const samples = Math.max(0, b.sample_index - a.sample_index);
+  let maxGapNs = b.period_ns;
+  if (b.energy_source === "integral") {
+    // What the power did between the agent's reads: its running bound over the window, on a
+    // window no shorter than the reads resolve (as a local integral's).
     const spreadJ = integralSpreadJ(a, b);
-    if (spreadJ === null) return fail(NO_SPREAD);
+    const gapNs = readsGapNs(a, b, agentNs);
+    if (spreadJ === null || gapNs === null) return fail(NO_SPREAD);
+    maxGapNs = gapNs;
+    const tooShort = tooShortForReads(agentNs, maxGapNs, b.integral_lag_ns as number);
+    if (tooShort !== null) return fail(tooShort);
     uncertaintyJ += spreadJ;
     caveat = "the agent integrates its sampled power (the card has no energy counter)";
   }
   return {
     ok: true,
     grossJoules: grossJ,
-    samples: Math.max(0, b.sample_index - a.sample_index),
-    maxGapMs: b.period_ns / 1e6,
+    samples,
+    maxGapMs: maxGapNs / 1e6,
     uncertaintyJoules: uncertaintyJ,
     caveat,
   };
 }
 
+/**
+ * The longest interval between an integrating agent's reads around and inside the window between
+ * its readings a and b, `agentNs` apart, as far as they tell (ns), or null where either lacks where
+ * its reads were: the intervals around the two readings, and the mean of those between, from the
+ * read after a to the read before b (exact where there is one).
+ */
+function readsGapNs(a: EnergyWire, b: EnergyWire, agentNs: number): number | null {
+  const { integral_read_before_ns: beforeA, integral_read_after_ns: afterA } = a;
+  const { integral_read_before_ns: beforeB, integral_read_after_ns: afterB } = b;
+  if (
+    beforeA === null ||
+    afterA === null ||
+    beforeB === null ||
+    afterB === null ||
+    b.integral_lag_ns === null
+  ) {
+    return null;
+  }
+  let gapNs = Math.max(beforeA + afterA, beforeB + afterB);
+  const between = b.sample_index - a.sample_index - 1;
+  if (between >= 1) gapNs = Math.max(gapNs, (agentNs - afterA - beforeB) / between);
+  return gapNs;
+}
+
 /** Why an integrating agent's readings without their running bound measure nothing. */
 const NO_SPREAD =
   "the agent's card: its integral came without its bound of what the power did between reads " +
-  "(integral_spread_j: an agent older than that field, or an edge read before its sensor was judged)";
+  "(integral_spread_j, integral_read_before_ns: an agent older than those fields, or an edge read before its sensor was judged)";
 
 /**
  * An integrating agent's bound over the window between readings a and b (J): b's running bound
