@@ -1,18 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { exactSpan, placeEdge, RemoteEdge } from "../src/sources/remote/exact.js";
-import type { Edge } from "../src/track/track.js";
 import type { EnergyWire } from "../src/vocabulary/wire.js";
 import { squareWave, windowPlans } from "./fakes/accuracy.js";
 import { inferenceTrace } from "./fakes/family.js";
 import type { DeviceSpec, PowerPoint } from "./fakes/scenario.js";
 import { type SamplerModel, SyntheticCard } from "./fakes/synthetic.js";
+import { spanThroughAgent } from "./fakes/through-agent.js";
 
 // The remote path over an agent whose card has no energy counter (it integrates its power
 // readings): a client's bar is made of the agent's readings at its two edges alone, so each reading
 // carries the agent's running bound of its integral (integral_spread_j) and what may still lie
 // before its edge (integral_spread_ahead_j). Scored against the trace's exact energy, the agent's
-// readings taken from a synthetic card exactly as giul-agent's /energy takes them
-// (src/agent/monitor.ts: RingTrack.reading), the client's arithmetic the real one (exact.ts).
+// readings built from a synthetic card by giul-agent's own code (./fakes/through-agent.ts), the
+// client's arithmetic the real one (exact.ts).
 // Without the running bound, 15–22 of 300 windows per square wave were outside their bars (up to
 // 11 times it), the same windows all inside theirs when measured locally. Without the reads' gaps
 // and lag (integral_read_before_ns, integral_read_after_ns, integral_lag_ns), requests of 20 ms read between two of the agent's reads
@@ -20,62 +19,19 @@ import { type SamplerModel, SyntheticCard } from "./fakes/synthetic.js";
 
 const IDLE_W = 60;
 
-/** What the agent answers for a settled edge of its card (the fields a client's span reads). */
-function energyWire(card: SyntheticCard, edge: Edge): EnergyWire {
-  const r = card.track.reading(edge);
-  if (!r.ok) throw new Error(r.reason);
-  const j = (mj: number) => (Number.isFinite(mj) ? mj / 1000 : null);
-  return {
-    agent: "synthetic",
-    gpu: 0,
-    backend: "nvml_sampler",
-    energy_source: "integral",
-    energy_series: "s-1",
-    monotonic_ns: String(edge.tNs),
-    energy_j: r.valueMj / 1000,
-    power_w: j(r.powerMw),
-    interp_err_j: r.interpErrMj / 1000,
-    read_ns: r.readNs,
-    sample_index: r.kA,
-    faults_before: r.faultsA,
-    faults_after: r.faultsB,
-    counter_step_ns: 0,
-    period_ns: 10e6,
-    averaged_power: false,
-    integral_unbounded: card.track.integralProblem(),
-    integral_spread_j: j(r.spreadMj),
-    integral_spread_ahead_j: j(r.spreadAheadMj),
-    integral_read_before_ns: Number.isFinite(r.readBeforeNs) ? r.readBeforeNs : null,
-    integral_read_after_ns: Number.isFinite(r.readAfterNs) ? r.readAfterNs : null,
-    integral_lag_ns: Number.isFinite(r.lagNs) ? r.lagNs : null,
-    wait_ns: 0,
-    power_min_w: 0,
-    power_max_w: 700,
-    power_range_ns: 2e9,
-    edge_bounded: true,
-    edge_age_ns: null,
-  };
-}
-
-/** A remote edge read at its own instant (no lead: the lead's bound is test/remote-lead.test.ts's). */
-function remoteEdge(card: SyntheticCard, edge: Edge, older: boolean): RemoteEdge {
-  const e = new RemoteEdge(edge.tNs);
-  const w = energyWire(card, edge);
-  placeEdge(
-    e,
-    older
-      ? { ...w, integral_spread_j: null, integral_spread_ahead_j: null, integral_read_before_ns: null }
-      : w,
-    edge.tNs,
-    edge.tNs,
-    edge.tNs,
-  );
-  return e;
-}
-
 /** How the agent's sampler reads: natively every 10 ms (its default), or nvidia-smi's 100 ms grid. */
 const NATIVE: SamplerModel = { periodMs: 10, dither: "golden", readsAtEdges: true };
 const SMI: SamplerModel = { periodMs: 100, dither: "none" };
+
+/** An agent older than the integral's running bound and its reads' places. */
+const withoutSpread = (w: EnergyWire): EnergyWire => ({
+  ...w,
+  integral_spread_j: null,
+  integral_spread_ahead_j: null,
+  integral_read_before_ns: null,
+  integral_read_after_ns: null,
+  integral_lag_ns: null,
+});
 
 /**
  * Meters `plans` through the agent's readings: windows sampled, outside their bars, those of
@@ -102,7 +58,7 @@ function score(
     const a = card.edgeAt(p.open);
     const b = card.edgeAt(p.close);
     for (let i = 0; i < 1000 && !card.track.settled([a, b]); i++) card.advanceOne();
-    const m = exactSpan(remoteEdge(card, a, older), remoteEdge(card, b, older));
+    const m = spanThroughAgent(card, a, b, older ? withoutSpread : undefined);
     const isLong = p.close - p.open >= longMs * 1e6;
     if (isLong) long += 1;
     if (!m.ok) {
@@ -112,28 +68,7 @@ function score(
     sampled += 1;
     if (isLong) longSampled += 1;
     const truth = card.truth.energyJ(p.open, p.close);
-    if (Math.abs(m.grossJoules - truth) > m.uncertaintyJoules + 1e-9) {
-      outside += 1;
-      console.log(
-        "OUT",
-        p.open / 1e6,
-        (p.close - p.open) / 1e6,
-        m.grossJoules.toFixed(2),
-        m.uncertaintyJoules.toFixed(2),
-        truth.toFixed(2),
-        m.maxGapMs,
-        m.samples,
-        JSON.stringify(
-          [energyWire(card, a), energyWire(card, b)].map((w) => [
-            w.integral_read_before_ns,
-            w.integral_read_after_ns,
-            w.integral_lag_ns,
-            w.sample_index,
-            w.power_w,
-          ]),
-        ),
-      );
-    }
+    if (Math.abs(m.grossJoules - truth) > m.uncertaintyJoules + 1e-9) outside += 1;
   }
   return { sampled, outside, long, longSampled, reasons: [...reasons] };
 }

@@ -15,8 +15,9 @@ import { cardUuid, forcedBackend, select } from "../select/index.js";
 import type { CardReader } from "../track/card.js";
 import type { LatestSample, Track, TrackReadings } from "../track/track.js";
 import { debug } from "../vocabulary/debug.js";
-import { fail, ok, type Result } from "../vocabulary/measurement.js";
+import { fail, type Result } from "../vocabulary/measurement.js";
 import type { ComputeAppWire, EnergyWire, PowerWire } from "../vocabulary/wire.js";
+import { energyWire } from "./energy-wire.js";
 
 export interface DeviceState {
   readonly name: string | null;
@@ -62,12 +63,6 @@ interface Sampler {
   readonly track: Track;
   readonly readings: TrackReadings;
 }
-
-/**
- * /energy reports the least and most power over this long before each reading: a client can move
- * a reading that reached the agent up to this late back to its edge with a bound.
- */
-const POWER_RANGE_NS = 2_000_000_000;
 
 export class DeviceMonitor {
   readonly gpu: number;
@@ -262,41 +257,9 @@ export class DeviceMonitor {
     const arrived = process.hrtime.bigint();
     const edge = edgeAgeNs === null ? track.edge() : readings.edgeAt(arrived - BigInt(edgeAgeNs));
     await track.settle([edge]);
-    const r = readings.reading(edge);
-    const info = readings.ringInfo();
-    if (!r.ok) return fail(r.reason);
-    if (info === null || info.generation !== r.generation) return fail("the sampler restarted");
-    const range = readings.powerRange(r.tNs - BigInt(POWER_RANGE_NS));
-    return ok({
-      agent: this.options.agent,
-      gpu: this.gpu,
-      backend: this.backend,
-      energy_source: info.column === "energy" ? "counter" : "integral",
-      energy_series: `${this.series}-${r.generation}`,
-      monotonic_ns: String(r.tNs + this.options.clockOffsetNs),
-      energy_j: r.valueMj / 1000,
-      power_w: Number.isFinite(r.powerMw) ? r.powerMw / 1000 : null,
-      interp_err_j: r.interpErrMj / 1000,
-      read_ns: r.readNs,
-      sample_index: r.kA,
-      faults_before: r.faultsA,
-      faults_after: r.faultsB,
-      counter_step_ns: info.counterStepNs,
-      period_ns: info.periodNs,
-      averaged_power: info.averagedPower,
-      integral_unbounded: readings.integralProblem(),
-      integral_spread_j: Number.isFinite(r.spreadMj) ? r.spreadMj / 1000 : null,
-      integral_spread_ahead_j: Number.isFinite(r.spreadAheadMj) ? r.spreadAheadMj / 1000 : null,
-      integral_read_before_ns: Number.isFinite(r.readBeforeNs) ? r.readBeforeNs : null,
-      integral_read_after_ns: Number.isFinite(r.readAfterNs) ? r.readAfterNs : null,
-      integral_lag_ns: Number.isFinite(r.lagNs) ? r.lagNs : null,
-      wait_ns: Number(process.hrtime.bigint() - arrived),
-      power_min_w: range === null ? null : range.minMw / 1000,
-      power_max_w: range === null ? null : range.maxMw / 1000,
-      power_range_ns: POWER_RANGE_NS,
-      edge_bounded: r.bounded,
-      edge_age_ns: edgeAgeNs,
-    });
+    const { agent, clockOffsetNs } = this.options;
+    const source = { agent, clockOffsetNs, gpu: this.gpu, backend: this.backend, series: this.series };
+    return energyWire(readings, edge, source, Number(process.hrtime.bigint() - arrived), edgeAgeNs);
   }
 }
 
