@@ -5,6 +5,7 @@ import { inferenceTrace } from "./fakes/family.js";
 import { propertyOptions } from "./fakes/property.js";
 import type { DeviceSpec, PowerPoint } from "./fakes/scenario.js";
 import { type SamplerModel, SyntheticCard } from "./fakes/synthetic.js";
+import { spanThroughAgent } from "./fakes/through-agent.js";
 
 /** The suite's seed (./fakes/property.ts). */
 const SEED = 20261205;
@@ -343,18 +344,76 @@ describe("the sensor family of real cards, generated (fast-check)", () => {
   }
 });
 
+// The same families measured through giul-agent (remote_agent): each edge's /energy reading built
+// by the agent's code from the card's track, the span the remote client's (./fakes/through-agent.ts).
+describe("the sensor family through giul-agent (remote_agent), generated", () => {
+  it("with an energy counter: no sampled figure outside its bar; windows of 250 ms or more sampled", async () => {
+    const all: Scored[] = [];
+    await fc.assert(
+      fc.asyncProperty(caseArb, async (c) => {
+        all.push(...(await scoreCase(c, spanThroughAgent)));
+      }),
+      propertyOptions(SEED + 1),
+    );
+    const long = all.filter((r) => r.plan.close - r.plan.open >= 250e6);
+    const sampled = long.filter((r) => r.sampled).length;
+    console.log(
+      `through the agent: ${all.length} windows, ${sampled} of ${long.length} of 250 ms or more sampled`,
+    );
+    expect(sampled / long.length).toBeGreaterThanOrEqual(0.95);
+  }, 600_000);
+
+  for (const [name, sampler] of [
+    ["nvml_sampler", NATIVE],
+    ["smi_sampler", SMI],
+  ] as const) {
+    it(`without an energy counter (${name}): held readings never sampled, the rest within their bars`, async () => {
+      const period = sampler.periodMs ?? 10;
+      const fresh: Scored[] = [];
+      await fc.assert(
+        fc.asyncProperty(integralCaseArb(sampler), async (c) => {
+          const rows = await scoreCase(c, spanThroughAgent);
+          const hold = c.sensor.powerUpdateMs ?? 0;
+          if (hold >= 2 * period || c.sensor.instantField === false) {
+            const sampled = rows.find((r) => r.sampled);
+            if (sampled !== undefined)
+              throw new Error(
+                `a held or averaged sensor's window was sampled: ${JSON.stringify(sampled.plan)}`,
+              );
+          } else if (hold === 0) fresh.push(...rows);
+        }),
+        propertyOptions(SEED + 1),
+      );
+      const longMs = Math.max(250, 3 * period);
+      const long = fresh.filter((r) => r.plan.close - r.plan.open >= longMs * 1e6);
+      const sampled = long.filter((r) => r.sampled).length;
+      console.log(
+        `through the agent, no counter, ${name}: ${fresh.length} windows on fresh sensors, ${sampled} of ${long.length} of ${longMs} ms or more sampled`,
+      );
+      expect(long.length).toBeGreaterThan(100);
+      expect(sampled / long.length).toBeGreaterThanOrEqual(0.95);
+    }, 600_000);
+  }
+});
+
 /** Meters a case's windows and fails on a sampled figure outside its bar (or a measured zero). */
-async function scoreCase(c: {
-  sensor: DeviceSpec;
-  trace: Trace;
-  gain: number;
-  sampler?: SamplerModel;
-}): Promise<Scored[]> {
+async function scoreCase(
+  c: {
+    sensor: DeviceSpec;
+    trace: Trace;
+    gain: number;
+    sampler?: SamplerModel;
+  },
+  measure?: typeof spanThroughAgent,
+): Promise<Scored[]> {
   const trace = c.trace.build();
   // Plans that overlap (negative gaps) are kept in time order of their opening edges.
   const plans = trace.plans.filter((p) => p.close > p.open && p.open > 0);
   const card = new SyntheticCard({ ...c.sensor, power: scaled(trace.power, c.gain) }, c.sampler ?? NATIVE);
-  const rows = await scoreWindows(card, plans, IDLE_W, { counterStepMs: c.sensor.counterStepMs ?? 10 });
+  const rows = await scoreWindows(card, plans, IDLE_W, {
+    counterStepMs: c.sensor.counterStepMs ?? 10,
+    ...(measure ? { measure } : {}),
+  });
   for (const r of rows) {
     if (!r.sampled) continue;
     const off = Math.abs(r.figureJ - r.truthJ);

@@ -6,6 +6,7 @@
  * Used by the accuracy suite (test/accuracy.test.ts) and the benchmark (bench/accuracy.js).
  */
 import type { Edge } from "../../src/track/track.js";
+import type { SpanMeasurement } from "../../src/vocabulary/measurement.js";
 import type { PowerPoint } from "./scenario.js";
 import { hash01, type SyntheticCard } from "./synthetic.js";
 
@@ -154,9 +155,15 @@ export async function scoreWindows(
   card: SyntheticCard,
   plans: readonly WindowPlan[],
   idleW: number,
-  options: { wait?: WaitMode; counterStepMs?: number } = {},
+  options: {
+    wait?: WaitMode;
+    counterStepMs?: number;
+    /** How a settled window is measured: the card's own track (default), or through an agent. */
+    measure?: (card: SyntheticCard, open: Edge, close: Edge) => SpanMeasurement;
+  } = {},
 ): Promise<Scored[]> {
   const wait = options.wait ?? "sample";
+  const measure = options.measure ?? ((c: SyntheticCard, a: Edge, b: Edge) => c.track.span(a, b));
   const extraNs = wait === "counter" ? (options.counterStepMs ?? 100) * MS : 0;
   interface Open {
     plan: WindowPlan;
@@ -176,7 +183,7 @@ export async function scoreWindows(
       if (w.close === null) continue;
       if (!force && card.lastSampleT() - extraNs <= w.plan.close) continue;
       if (!card.track.settled([w.open, w.close]) && !force) continue;
-      const m = card.track.span(w.open, w.close);
+      const m = measure(card, w.open, w.close);
       out[i] = scoreOne(card, w.plan, idleW, m, [edgeErrJ(card, w.open), edgeErrJ(card, w.close)]);
       live.delete(i);
     }
