@@ -145,6 +145,17 @@ describe("parseEnergy", () => {
     expect(bad.ok ? "" : bad.reason).toBe("integral_read_after_ns is not a number or null");
   });
 
+  it("reads edge_counter_only and counter_mj: absent is false and null, another type an error naming the field", () => {
+    const placed = parseEnergy({ ...reading, edge_counter_only: true, counter_mj: 123456 });
+    expect(placed.ok && [placed.value.edge_counter_only, placed.value.counter_mj]).toEqual([true, 123456]);
+    const older = parseEnergy(reading);
+    expect(older.ok && [older.value.edge_counter_only, older.value.counter_mj]).toEqual([false, null]);
+    const bad = parseEnergy({ ...reading, edge_counter_only: "yes" });
+    expect(bad.ok ? "" : bad.reason).toBe("edge_counter_only is not a boolean");
+    const badMj = parseEnergy({ ...reading, counter_mj: "123456" });
+    expect(badMj.ok ? "" : badMj.reason).toBe("counter_mj is not a number or null");
+  });
+
   it("reads edge_bounded, and takes an agent without it for one that bounds the interpolation alone", () => {
     const fused = parseEnergy({ ...reading, edge_bounded: true });
     expect(fused.ok && fused.value.edge_bounded).toBe(true);

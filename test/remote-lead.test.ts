@@ -73,6 +73,8 @@ function reading(
     power_max_w: withRange ? hi : null,
     power_range_ns: RANGE_NS,
     edge_bounded: true,
+    edge_counter_only: false,
+    counter_mj: null,
     edge_age_ns: edgeAgeNs,
   };
 }

@@ -68,6 +68,8 @@ export function energyWire(
     power_max_w: range === null ? null : range.maxMw / 1000,
     power_range_ns: POWER_RANGE_NS,
     edge_bounded: r.bounded,
+    edge_counter_only: r.counterOnly,
+    counter_mj: finiteOrNull(r.counterMj),
     edge_age_ns: edgeAgeNs,
   });
 }

@@ -32,6 +32,7 @@ import {
   RingEdge,
   resolveEdge,
 } from "./edge.js";
+import { edgeReading } from "./edge-reading.js";
 import { HeldReadings } from "./held.js";
 import { integralSpread } from "./integral-spread.js";
 import { idlePeriodMs, RingLinger } from "./linger.js";
@@ -428,38 +429,11 @@ export class RingTrack implements Track, TrackReadings {
     }
     if (edge.state !== RESOLVED) return { ok: false, reason: edge.reason ?? "not settled" };
     if (edge.ring !== this.ring) return { ok: false, reason: "the sampler restarted" };
-    const faultsA = this.readAt(edge.ring, edge.kA)?.faults;
-    const faultsB = this.readAt(edge.ring, edge.kB)?.faults;
-    if (faultsA === undefined || faultsB === undefined) {
-      return { ok: false, reason: "the edge outlived the sampler's history" };
-    }
-    const spread = this.held.spreadAround(this.source.column, edge, this.scratch2);
-    return {
-      ok: true,
-      tNs: edge.tNs,
-      valueMj: edge.value,
-      powerMw: edge.powerMw,
-      interpErrMj: edge.interpErrMj(),
-      bounded: true,
-      readNs: edge.readNs,
-      kA: edge.kA,
-      faultsA,
-      faultsB,
-      generation: this.generation,
-      spreadMj: spread.at,
-      spreadAheadMj: spread.ahead,
-      readBeforeNs: spread.beforeNs,
-      readAfterNs: spread.afterNs,
-      lagNs: spread.lagNs,
-    };
+    return edgeReading(edge, this.source.column, this.held, this.generation, this.scratch2);
   }
 
   powerRange(sinceNs: bigint): { readonly minMw: number; readonly maxMw: number } | null {
     return this.ring === null ? null : powerRangeOf(this.ring, sinceNs, this.scratch2);
-  }
-
-  private readAt(ring: SampleRing, k: number): Sample | null {
-    return ring.read(k, this.scratch2) ? this.scratch2 : null;
   }
 
   /** Tries to evaluate a pending edge from the samples present now. */

@@ -294,5 +294,11 @@ export type EdgeReading =
       readonly readBeforeNs: number;
       readonly readAfterNs: number;
       readonly lagNs: number;
+      /**
+       * On a counter: the fused edge was placed by the counter alone (its power readings bound
+       * nothing inside a step), and the counter's reading at the sample before it (mJ; else NaN).
+       */
+      readonly counterOnly: boolean;
+      readonly counterMj: number;
     }
   | { readonly ok: false; readonly reason: string };

@@ -121,6 +121,15 @@ export interface EnergyWire {
    */
   edge_bounded: boolean;
   /**
+   * On a counter, the agent placed the reading inside the counter's step by the counter alone (its
+   * power readings bound nothing there): a window shorter than the step, or with no update of the
+   * counter between its readings (`counter_mj`, the counter's reading at the sample before each),
+   * is too short to measure, as a local one is. Absent from agents older than these fields (then
+   * false and null).
+   */
+  edge_counter_only: boolean;
+  counter_mj: number | null;
+  /**
    * How far before the request's arrival the reading was taken (ns): the client's
    * `x-giul-edge-age-ns` header (its edge's age when it sent the request), echoed. The reading is
    * then of the client's edge, late only by the request's time on the network, however long the
@@ -218,7 +227,10 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
   }
   if (!finiteOrNull(b.power_w)) return fail("power_w is not a number or null");
   // Absent from older agents; present, a number or null.
+  if ("edge_counter_only" in b && typeof b.edge_counter_only !== "boolean")
+    return fail("edge_counter_only is not a boolean");
   for (const key of [
+    "counter_mj",
     "integral_spread_j",
     "integral_spread_ahead_j",
     "integral_read_before_ns",
@@ -255,6 +267,8 @@ export function parseEnergy(body: unknown): Result<EnergyWire> {
     power_max_w: finite(b.power_max_w) ? b.power_max_w : null,
     power_range_ns: finite(b.power_range_ns) ? b.power_range_ns : 0,
     edge_bounded: b.edge_bounded === true,
+    edge_counter_only: b.edge_counter_only === true,
+    counter_mj: finite(b.counter_mj) ? b.counter_mj : null,
     edge_age_ns: finite(b.edge_age_ns) && b.edge_age_ns >= 0 ? b.edge_age_ns : null,
   });
 }

@@ -287,10 +287,12 @@ export function exactSpan(from: RemoteEdge, to: RemoteEdge): SpanMeasurement {
   const agentNs = Number(BigInt(b.monotonic_ns) - BigInt(a.monotonic_ns));
   const step = counterStep(b.counter_step_ns, b.period_ns);
   // Shorter than a step, a counter's difference is 0 or one step, unless the agent places energy
-  // inside the steps by power (a fused counter with instantaneous power).
+  // inside the steps by power (a fused counter with instantaneous power that bounds the edges).
   const fused = a.edge_bounded && b.edge_bounded;
-  if (b.energy_source === "counter" && (!fused || b.averaged_power)) {
-    const tooShort = tooShortForCounter(agentNs, step, msFixed);
+  const counterOnly = !fused || b.averaged_power || a.edge_counter_only || b.edge_counter_only;
+  if (b.energy_source === "counter" && counterOnly) {
+    const noUpdate = a.counter_mj !== null && a.counter_mj === b.counter_mj;
+    const tooShort = tooShortForCounter(agentNs, step, msFixed, noUpdate);
     if (tooShort !== null) return { ok: false, reason: tooShort };
   }
   // As for a local card: an integral of readings that hold, or of a trailing average, bounds
