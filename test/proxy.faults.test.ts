@@ -1,5 +1,5 @@
 import type { ClientRequest } from "node:http";
-import { createServer } from "node:net";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeReady } from "./fakes/paths.js";
 import { chat, raw } from "./fakes/raw-client.js";
@@ -64,12 +64,24 @@ async function recordOf(id: string): Promise<ProxyRecord> {
 }
 
 /** A port nothing listens on. */
+/**
+ * A port that refuses connections and that no server of this run can be handed: not an ephemeral
+ * one just closed (another test file's server listening on port 0 may get it, as one did in CI),
+ * but a low one (tcpmux, discard) seen to refuse now.
+ */
 async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const { port } = s.address() as { port: number };
-  await new Promise((r) => s.close(r));
-  return port;
+  for (const port of [1, 9]) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const s = connect(port, "127.0.0.1");
+      s.once("connect", () => {
+        s.destroy();
+        resolve(false);
+      });
+      s.once("error", (e: NodeJS.ErrnoException) => resolve(e.code === "ECONNREFUSED"));
+    });
+    if (refused) return port;
+  }
+  throw new Error("ports 1 and 9 of 127.0.0.1 do not refuse connections here");
 }
 
 describe.runIf(ready)("giul-proxy faults", () => {
