@@ -12,7 +12,9 @@ import { writeScenario } from "./fakes/scenario.js";
 
 const IDLE_W = 50;
 // Readings with a real sensor's noise: the smi sampler integrates them (identical ones would hold).
-const sc = writeScenario({ devices: [{ power: [[0, 300]], counterStepMs: 10, powerNoiseW: 0.5 }] });
+// ±2 W: at nvidia-smi's 0.01 W, ±0.5 W repeats a value about one read in a hundred, and two such
+// chance repeats among a sampler's first 18 changes read as a held sensor (one CI run in about 70).
+const sc = writeScenario({ devices: [{ power: [[0, 300]], counterStepMs: 10, powerNoiseW: 2 }] });
 afterAll(() => sc.remove());
 
 interface Got {

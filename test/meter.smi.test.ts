@@ -19,8 +19,9 @@ const sc = new Scenario({
       }).flat(),
       powerMode: "average",
       instantField: true,
-      // A real sensor's readings differ from one to the next (identical ones: a sensor that holds).
-      powerNoiseW: 0.5,
+      // A real sensor's readings differ from one to the next (identical ones: a sensor that holds);
+      // ±2 W, so that chance repeats at nvidia-smi's 0.01 W do not read as a held sensor.
+      powerNoiseW: 2,
     },
   ],
 });
