@@ -22,7 +22,7 @@ const IDLE_W = 60;
 const N = 10_000;
 /** The agent's sampler: a read every 10 ms (its default period). */
 const AGENT_PERIOD_NS = 10 * MS;
-/** How far back the agent's power range reaches (src/agent/monitor.ts POWER_RANGE_NS). */
+/** How far back the agent's power range reaches (src/agent/energy-wire.ts POWER_RANGE_NS). */
 const RANGE_NS = 2_000 * MS;
 
 /**

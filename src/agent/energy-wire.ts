@@ -11,7 +11,7 @@ import type { EnergyWire } from "../vocabulary/wire.js";
  * /energy reports the least and most power over this long before each reading: a client can move
  * a reading that reached the agent up to this late back to its edge with a bound.
  */
-export const POWER_RANGE_NS = 2_000_000_000;
+const POWER_RANGE_NS = 2_000_000_000;
 
 /** Who answers: the agent, its card, and the series its readings belong to. */
 export interface EnergyWireSource {
