@@ -36,19 +36,6 @@ describe("a sensor that refreshes at every read, told from one that holds", () =
     for (const hold of [11, 7, 6, 100]) expect(read(hold, 400).fresh(), `${hold} ms`).toBe(false);
   });
 
-  it("two chance repeats among a fresh sensor's first runs leave it fresh; a held one is judged from its third run", () => {
-    // A fresh sensor whose value came back twice by chance (at nvidia-smi's 0.01 W about one read
-    // in a hundred): reads 5 and 12 repeat the read before. One such repeat had been allowed while
-    // fewer than 32 runs were known, and the second read as a held sensor.
-    const twice = (refresh: number) => 200_000 + 10 * ([5, 12].includes(refresh) ? refresh - 1 : refresh);
-    expect(read(PERIOD_MS, 20, 10, twice).fresh()).toBe(true);
-    // A third among so few runs is more than chance: the sensor holds.
-    const thrice = (refresh: number) => 200_000 + 10 * ([5, 9, 12].includes(refresh) ? refresh - 1 : refresh);
-    expect(read(PERIOD_MS, 20, 10, thrice).fresh()).toBe(false);
-    // Held two reads: its first three runs to end each span two reads.
-    expect(read(10, 8).fresh()).toBe(false);
-  });
-
   it("whole-watt readings that repeat by their resolution are fresh while most runs are one read", () => {
     // Steady 263 W with a watt of noise: each read shows 262, 263 or 264 W, a third of them the same
     // as the read before.

@@ -20,12 +20,6 @@ const RUNS = 32;
 const MIN_RUNS = 3;
 /** At most one run in this many spanning two reads or more: the sensor refreshes at every read. */
 const FRESH_SHARE = 16;
-/**
- * …and at least this many allowed, however few the runs known: a fresh sensor printed to 0.01 W
- * (nvidia-smi) repeats a value by chance about one read in a hundred on a steady load, and two
- * chance repeats among a sampler's first 18 runs would otherwise read as a held sensor.
- */
-const CHANCE_REPEATS = 2;
 /** Readings this coarse (mW) or coarser repeat by their resolution. */
 const COARSE_MW = 1000;
 
@@ -60,12 +54,12 @@ export class ReadRuns {
   /**
    * Whether the readings refresh at every read, given their resolution (mW): before MIN_RUNS runs,
    * while none has spanned two reads (nothing says the sensor holds: a reading that never changes
-   * is right whichever it does); then as judged above, CHANCE_REPEATS allowed however few the runs.
+   * is right whichever it does); then as judged above, one repeat allowed however few the runs.
    */
   fresh(quantumMw: number): boolean {
     if (!this.known()) return this.repeated === 0;
     if (quantumMw >= COARSE_MW) return this.medianReads() < 2;
-    return this.repeated <= Math.max(CHANCE_REPEATS, Math.min(this.count, RUNS) / FRESH_SHARE);
+    return this.repeated <= Math.max(1, Math.min(this.count, RUNS) / FRESH_SHARE);
   }
 
   /** Known, and seen to hold its readings. */
