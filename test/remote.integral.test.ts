@@ -13,9 +13,10 @@ import { spanThroughAgent } from "./fakes/through-agent.js";
 // readings built from a synthetic card by giul-agent's own code (./fakes/through-agent.ts), the
 // client's arithmetic the real one (exact.ts).
 // Without the running bound, 15–22 of 300 windows per square wave were outside their bars (up to
-// 11 times it), the same windows all inside theirs when measured locally. Without the reads' gaps
-// and lag (integral_read_before_ns, integral_read_after_ns, integral_lag_ns), requests of 20 ms read between two of the agent's reads
-// were: 4 of 200 on the native sampler (1.29 ± 0.48 J for 10.96 J), 3 of 200 on nvidia-smi's grid.
+// 11 times it), the same windows all inside theirs when measured locally. Without where the reads
+// were and their lag (integral_read_before_ns, integral_read_after_ns, integral_lag_ns), requests
+// of 20 ms read between two of the agent's reads were 4 of 200 outside their bars on the native
+// sampler (1.29 ± 0.48 J for 10.96 J), 3 of 200 on nvidia-smi's grid.
 
 const IDLE_W = 60;
 

@@ -13,32 +13,24 @@ import type { SyntheticCard } from "./synthetic.js";
 
 const SOURCE = { agent: "giul-node/test", gpu: 0, backend: "synthetic", series: "s", clockOffsetNs: 0n };
 
-/** The agent's reading of a settled edge, changed by `alter` (an older agent's missing fields). */
-export function agentReading(
-  card: SyntheticCard,
-  edge: Edge,
-  alter: (w: EnergyWire) => EnergyWire = (w) => w,
-): RemoteEdge {
-  const w = energyWire(card.track, edge, SOURCE, 0, null);
-  if (!w.ok) throw new Error(w.reason);
-  const e = new RemoteEdge(edge.tNs);
-  placeEdge(e, alter(w.value), edge.tNs, edge.tNs, edge.tNs);
-  return e;
-}
-
-/** The span between two settled edges as a remote client measures it through the agent. */
+/**
+ * The span between two settled edges as a remote client measures it through the agent, each
+ * edge's reading changed by `alter` (an older agent's missing fields). An edge the agent cannot
+ * read is a failed request: the client's reason.
+ */
 export function spanThroughAgent(
   card: SyntheticCard,
   from: Edge,
   to: Edge,
-  alter?: (w: EnergyWire) => EnergyWire,
+  alter: (w: EnergyWire) => EnergyWire = (w) => w,
 ): SpanMeasurement {
-  // An edge the agent cannot read is a failed request: the client's reason.
-  const read = (e: Edge) => {
-    const w = energyWire(card.track, e, SOURCE, 0, null);
-    return w.ok ? null : w.reason;
-  };
-  const why = read(from) ?? read(to);
-  if (why !== null) return { ok: false, reason: `the agent: ${why}` };
-  return exactSpan(agentReading(card, from, alter), agentReading(card, to, alter));
+  const read: RemoteEdge[] = [];
+  for (const edge of [from, to]) {
+    const w = energyWire(card.track, edge, SOURCE, 0, null);
+    if (!w.ok) return { ok: false, reason: `the agent: ${w.reason}` };
+    const e = new RemoteEdge(edge.tNs);
+    placeEdge(e, alter(w.value), edge.tNs, edge.tNs, edge.tNs);
+    read.push(e);
+  }
+  return exactSpan(read[0] as RemoteEdge, read[1] as RemoteEdge);
 }
